@@ -1,0 +1,373 @@
+/*
+ * libcircuit: a lock-free circuit breaker for the hot path of multi-core
+ * proxies and servers.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * One breaker guards ONE dependency (an upstream host, a service) inside ONE
+ * process. It is a state machine and nothing else: no I/O, no threads, no
+ * timers, no retries, no registry. Any number of threads may call one breaker
+ * at once; no call ever takes a lock or allocates (see "Concurrency" below).
+ *
+ * States
+ *   closed     every call is admitted and its result counted; after each
+ *              counted success or failure the `trip` policy decides whether
+ *              to open.
+ *   open       every call is rejected at once until `open_for_ns` has passed
+ *              since the breaker opened.
+ *   half-open  at most `probes` calls (probes) are in flight; after each probe
+ *              result and each probe timeout the `probe` policy decides:
+ *              close, reopen, or keep probing.
+ *
+ * The call idiom (allow -> guard -> call -> done):
+ *
+ *     CIRCUIT_TICKET_GUARD(t);               // t is released on any exit
+ *     circuit_rejection rej;
+ *     if (!circuit_allow(b, req, &t, &rej))
+ *         return reply_503(req, rej.retry_after_ns);    // failed fast
+ *     int rc = forward(req);                 // the call
+ *     circuit_done(&t, rc);                  // settle straight after the call
+ *
+ * Time is CLOCK_MONOTONIC in nanoseconds. Time-driven changes (open ->
+ * half-open, probe timeouts) are not made by a timer: the next circuit_allow
+ * or circuit_done makes them, as of the moment each fell due and in due-time
+ * order, so the outcome does not depend on which call notices.
+ *
+ * Error numbers are pthread-style: functions return 0 or a positive errno.
+ * Programming errors (listed per function under "Aborts") print one line
+ * naming the cause on stderr, starting with "libcircuit: ", and call abort().
+ *
+ * Concurrency
+ *   circuit_allow, circuit_done, circuit_release and circuit_get_state are
+ *   lock-free: they take no mutex, spinlock or futex wait, and a thread stopped
+ *   at any point inside one of them does not keep other threads from
+ *   completing theirs. The state, the generation and the window counts live in
+ *   one 16-byte word updated by compare-and-swap; a result is counted only by
+ *   a CAS that also checks the generation the call was admitted in.
+ *   circuit_new and circuit_free are not thread-safe with respect to the
+ *   breaker they create or destroy.
+ *
+ * Memory ordering a caller can rely on
+ *   - Everything a thread did before the circuit_done (or circuit_allow) call
+ *     that made a transition happens-before the `observe` call that delivers
+ *     it, whichever thread runs `observe`.
+ *   - Each `observe` call happens-before the next one.
+ *   - `classify` runs on the calling thread of circuit_done, before the result
+ *     is counted. `trip` and `probe` run on the thread whose result or timeout
+ *     is being counted, possibly more than once for one result when another
+ *     thread's CAS wins first (hence they must be pure).
+ */
+#ifndef CIRCUIT_H
+#define CIRCUIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Export macro: the library is built with -fvisibility=hidden and only the
+ *  declarations marked CIRCUIT_API are visible in the shared object. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CIRCUIT_API __attribute__((visibility("default")))
+#else
+#define CIRCUIT_API
+#endif
+
+/** Upper bound of circuit_config.window and circuit_config.probes. */
+#define CIRCUIT_MAX_COUNT 65536
+
+/** Consecutive runs (circuit_counts.consecutive_successes/_failures) stop
+ *  growing at this value (2^31 - 1); they never wrap. */
+#define CIRCUIT_RUN_MAX INT64_C(2147483647)
+
+/** circuit_counts.timed_out stops growing at this value (2^14 - 1) within one
+ *  half-open state; it never wraps. A probe policy that has not decided after
+ *  this many timeouts sees the value stay there. */
+#define CIRCUIT_TIMED_OUT_MAX INT64_C(16383)
+
+/** Number of transition records each breaker preallocates. Publishing a
+ *  transition allocates (malloc) only while more than this many are made and
+ *  not yet delivered. */
+#define CIRCUIT_TRANSITION_POOL 64
+
+typedef enum circuit_state {
+    CIRCUIT_CLOSED = 1,
+    CIRCUIT_OPEN = 2,
+    CIRCUIT_HALF_OPEN = 3
+} circuit_state;
+
+typedef enum circuit_outcome {
+    CIRCUIT_SUCCESS = 1, /**< counted as a success */
+    CIRCUIT_FAILURE = 2, /**< counted as a failure */
+    CIRCUIT_IGNORED = 3  /**< not counted; frees the probe slot it held */
+} circuit_outcome;
+
+/** Breaker configuration. Nothing is defaulted, rounded or clamped: a value
+ *  out of range makes circuit_new fail with EINVAL. */
+typedef struct circuit_config {
+    int     window;           /**< results the count window covers, 1..CIRCUIT_MAX_COUNT */
+    int     probes;           /**< probes in flight while half-open, 1..CIRCUIT_MAX_COUNT */
+    int64_t open_for_ns;      /**< time spent open before half-open, ns, > 0 */
+    int64_t probe_timeout_ns; /**< longest a probe holds its slot, ns, > 0 */
+} circuit_config;
+
+/** Counts of the current state, as given to the policies and carried by a
+ *  transition. All values are >= 0. */
+typedef struct circuit_counts {
+    /** Successes and failures among the latest `window` counted results of the
+     *  current state: successes + failures <= window. */
+    int64_t successes, failures;
+    /** Length of the current run of successes or of failures. Not bounded by
+     *  the window; at most one is non-zero; saturate at CIRCUIT_RUN_MAX.
+     *  Ignored results and probe timeouts neither extend nor end a run. */
+    int64_t consecutive_successes, consecutive_failures;
+    /** Probes that timed out in the current half-open state (0 while closed);
+     *  saturates at CIRCUIT_TIMED_OUT_MAX. */
+    int64_t timed_out;
+} circuit_counts;
+
+/** The caller's decisions. Both functions are REQUIRED and must be pure
+ *  functions of the counts (and of *arg, which they must not modify): they
+ *  are called without any lock, may be called from several threads at once,
+ *  and may be called more than once for one result when a concurrent update
+ *  wins the CAS first (only the last answer takes effect). They must not call
+ *  the breaker. */
+typedef struct circuit_policy {
+    /** Asked while closed after each counted success or failure;
+     *  true opens the breaker. */
+    bool (*trip)(void *arg, const circuit_counts *counts);
+    /** Asked while half-open after each probe success or failure and each
+     *  probe timeout: CIRCUIT_CLOSED closes, CIRCUIT_OPEN reopens for a fresh
+     *  open_for_ns, CIRCUIT_HALF_OPEN keeps probing. Any other value aborts. */
+    circuit_state (*probe)(void *arg, const circuit_counts *counts);
+    void *arg;  /**< passed to both; owned by the caller, must outlive the breaker */
+} circuit_policy;
+
+/** One change of state, as given to `observe`. */
+typedef struct circuit_transition {
+    circuit_state  from, to;
+    uint64_t       generation; /**< 1 for the first transition, then 2, 3, ... */
+    circuit_counts counts;     /**< final counts of the state left, including the
+                                    result or timeout that caused the change;
+                                    all zero for open -> half-open */
+} circuit_transition;
+
+/** Maps the caller's result code to an outcome. Called by circuit_done on the
+ *  calling thread, outside every internal critical region, exactly once per
+ *  circuit_done call, with the call_ctx given to circuit_allow. May run
+ *  concurrently with itself. Returning anything but the three outcomes
+ *  aborts. */
+typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int result);
+
+/** Receives every transition exactly once, in generation order, each one's
+ *  `from` equal to the previous `to`. Never runs concurrently with itself and
+ *  never inside an internal critical region; it may call any function of this
+ *  breaker (allow and done included) without deadlock: transitions those
+ *  nested calls make are delivered after this call returns. `call_ctx` is the
+ *  call_ctx of the circuit_allow / circuit_done call that made the transition.
+ *  `t` is valid only during the call. It runs on whichever thread delivers:
+ *  the thread that made the transition unless another thread was delivering
+ *  at the time (that one delivers it). If it unwinds (pthread_exit, a C++
+ *  exception), the transitions still queued are delivered by the next
+ *  circuit_allow or circuit_done. */
+typedef void (*circuit_observe_fn)(void *arg, void *call_ctx, const circuit_transition *t);
+
+/** Everything circuit_new needs. Read during circuit_new only; the callbacks'
+ *  args must outlive the breaker. */
+typedef struct circuit_spec {
+    circuit_config      config;
+    circuit_policy      policy;
+    circuit_classify_fn classify;  void *classify_arg;  /**< required */
+    circuit_observe_fn  observe;   void *observe_arg;   /**< required */
+} circuit_spec;
+
+/** Why a call was rejected. */
+typedef struct circuit_rejection {
+    circuit_state state;          /**< CIRCUIT_OPEN, or CIRCUIT_HALF_OPEN when every
+                                       probe slot is taken */
+    int64_t       retry_after_ns; /**< ns left open at the moment of rejection
+                                       (>= 1); 0 when half-open */
+} circuit_rejection;
+
+/** Opaque breaker. */
+typedef struct circuit_breaker circuit_breaker;
+
+/** A call's admission, owned by the caller (usually on its stack; no heap
+ *  allocation is ever made for it). Filled by circuit_allow, settled exactly
+ *  once by circuit_done or circuit_release. Its contents are private. A
+ *  ticket may be settled on another thread than the one that called
+ *  circuit_allow; the caller must make the ticket's memory visible to that
+ *  thread (any ordinary hand-off does). Its memory may be reused once it is
+ *  settled. Initialise it with CIRCUIT_TICKET_INIT (or use
+ *  CIRCUIT_TICKET_GUARD) when a scope may be left before circuit_allow. */
+typedef struct circuit_ticket {
+    uint64_t circuit_private_[5];
+} circuit_ticket;
+
+/** A blank ticket: circuit_release on it does nothing; circuit_done on it
+ *  aborts. */
+#define CIRCUIT_TICKET_INIT {{0, 0, 0, 0, 0}}
+
+/**
+ * circuit_new - build a breaker.
+ * @out:        receives the breaker on success, NULL on failure.
+ * @spec:       configuration, policy and callbacks; copied, not retained.
+ * @errbuf:     on EINVAL, receives ONE NUL-terminated message naming every
+ *              invalid field with its bound and the value given, truncated to
+ *              errbuf_len - 1 bytes. May be NULL (then errbuf_len is ignored).
+ * @errbuf_len: size of errbuf in bytes (0 writes nothing).
+ *
+ * The new breaker is closed (generation 0); no transition is delivered for
+ * its creation. Memory: O(window + probes), about 8 * window + 24 * probes +
+ * 64 * CIRCUIT_TRANSITION_POOL bytes plus a fixed part; it never grows with
+ * traffic (only transitions beyond the pool that are not yet delivered hold
+ * more).
+ *
+ * Returns 0, EINVAL (invalid config; *out = NULL) or ENOMEM (nothing leaked;
+ * *out = NULL).
+ * Aborts: out, spec, policy.trip, policy.probe, classify or observe is NULL.
+ * Not thread-safe with respect to the breaker it builds (nothing else can
+ * reach it yet).
+ */
+CIRCUIT_API int circuit_new(circuit_breaker **out, const circuit_spec *spec,
+                            char *errbuf, size_t errbuf_len);
+
+/**
+ * circuit_free - destroy a breaker and release all its memory.
+ * @b: a breaker from circuit_new, or NULL (does nothing).
+ *
+ * Transitions made but not yet delivered are DISCARDED: observe is not called
+ * for them, and their records are freed. The caller must ensure no other call
+ * on @b is running or will run, and that no ticket of @b is still to be
+ * settled.
+ * Aborts: @b was not built by circuit_new (or was already freed and its
+ * memory not reused).
+ */
+CIRCUIT_API void circuit_free(circuit_breaker *b);
+
+/**
+ * circuit_allow - ask to make one call.
+ * @b:        the breaker.
+ * @call_ctx: the caller's context for this call (may be NULL); given back to
+ *            classify and to observe for transitions this call makes.
+ * @t:        caller-owned ticket, filled when the call is admitted.
+ * @rej:      filled when the call is rejected; may be NULL.
+ *
+ * First delivers transitions that are pending (unless another thread is
+ * delivering), then makes the time-driven changes that fell due (open ->
+ * half-open at exactly opened_at + open_for_ns, probe timeouts), then
+ * decides. While closed it reads no clock.
+ *
+ * Returns true when admitted: the ticket is live and must be settled by
+ * circuit_done or circuit_release. Returns false when rejected: *rej says
+ * why; the ticket is marked rejected (settling it with circuit_done aborts;
+ * circuit_release on it does nothing).
+ * Thread-safe, lock-free, allocation-free. May run observe (on this thread).
+ * Aborts: @b or @t is NULL; @b not built by circuit_new; @t is live (admitted
+ * and not yet settled).
+ */
+CIRCUIT_API bool circuit_allow(circuit_breaker *b, void *call_ctx,
+                               circuit_ticket *t, circuit_rejection *rej);
+
+/**
+ * circuit_done - settle a ticket with the call's result.
+ * @t:      a live ticket from circuit_allow.
+ * @result: the caller's result code (0, a negative errno, an HTTP status...);
+ *          the library gives it no meaning, only classify does.
+ *
+ * Calls classify(classify_arg, call_ctx, result) first, outside every
+ * internal critical region; then makes the time-driven changes that fell due
+ * (probe timeouts, in due order, including this probe's own); then counts the
+ * outcome if the breaker is still in the generation the call was admitted in,
+ * asking trip (closed) or probe (half-open); then frees the probe slot, if
+ * any and if still held. Delivers transitions before returning (observe may
+ * run on this thread).
+ *
+ * Returns true when the result reached the generation it was admitted in
+ * (an ignored outcome included), false when it arrived late and was
+ * discarded: a late result never trips, closes or reopens a later state. A
+ * probe that timed out still has its result counted if the state has not
+ * changed since.
+ * Thread-safe, lock-free, allocation-free (except the transition overflow
+ * described at CIRCUIT_TRANSITION_POOL).
+ * Aborts: @t is NULL; @t was never filled by circuit_allow ("not filled by
+ * circuit_allow"); @t was rejected; @t was already settled ("already settled
+ * by done" / "already settled by release"); classify returned an invalid
+ * outcome; probe returned an invalid state.
+ */
+CIRCUIT_API bool circuit_done(circuit_ticket *t, int result);
+
+/**
+ * circuit_release - settle a ticket without a result.
+ * @t: a ticket from circuit_allow, a rejected ticket, or a blank one
+ *     (CIRCUIT_TICKET_INIT).
+ *
+ * If @t is live: settles it, counts nothing, and frees its probe slot at once.
+ * If the probe's timeout had already fallen due, the slot is left for the
+ * next allow or done to time out as of its due moment (behaviour must not
+ * depend on who notices first). If @t is already settled, rejected or blank:
+ * does nothing. Calls no callback and delivers nothing, so it is safe during
+ * unwinding (it is what CIRCUIT_TICKET_GUARD runs).
+ * If circuit_done and circuit_release race on one ticket from two threads,
+ * exactly one settles it (and a probe slot is freed exactly once); if release
+ * wins, the done call aborts as "already settled by release".
+ * Thread-safe, lock-free, allocation-free.
+ * Aborts: @t is NULL; @t holds bytes that circuit_allow never wrote.
+ */
+CIRCUIT_API void circuit_release(circuit_ticket *t);
+
+/**
+ * circuit_get_state - the current state, as a pure read.
+ *
+ * Reports CIRCUIT_HALF_OPEN as soon as open_for_ns has passed (reading the
+ * clock only while open). Calls no callback and changes nothing, so it is
+ * safe in a metrics callback and inside observe. Thread-safe, wait-free.
+ * Aborts: @b is NULL or not built by circuit_new.
+ */
+CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
+
+/** "closed", "open", "half-open"; "invalid" for any other value. Static
+ *  strings; thread-safe. */
+CIRCUIT_API const char *circuit_state_name(circuit_state s);
+
+/** "success", "failure", "ignored"; "invalid" for any other value. */
+CIRCUIT_API const char *circuit_outcome_name(circuit_outcome o);
+
+/**
+ * circuit_rejection_format - describe a rejection for a log line or a 503 body.
+ *
+ * snprintf-like: writes at most @len bytes including the NUL (nothing when
+ * len is 0; @buf may then be NULL) and returns the length the full text has,
+ * excluding the NUL; or -1 with errno = EINVAL when @r is NULL or holds an
+ * invalid state. Examples: "circuit open: retry after 1.500000000 s",
+ * "circuit half-open: every probe slot is taken".
+ */
+CIRCUIT_API int circuit_rejection_format(const circuit_rejection *r, char *buf, size_t len);
+
+/** Cleanup handler used by CIRCUIT_TICKET_GUARD: circuit_release(t). */
+CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
+
+/**
+ * CIRCUIT_TICKET_GUARD(name) - declare a blank ticket `name` that is released
+ * (circuit_release) when its scope is left by any path: return, break, goto,
+ * pthread_exit, pthread_cancel, or a C++ exception. Built on
+ * __attribute__((cleanup)) (GCC and Clang); for unwinding to run it, compile
+ * the caller with -fexceptions (C) — the library itself is built so. After
+ * circuit_done has settled the ticket, the release does nothing. A guard that
+ * fires between allow and done frees the probe slot at once and counts
+ * nothing (SPEC P3).
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define CIRCUIT_TICKET_GUARD(name)                                                 \
+    circuit_ticket name __attribute__((cleanup(circuit_ticket_guard_release))) = \
+        CIRCUIT_TICKET_INIT
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CIRCUIT_H */

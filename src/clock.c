@@ -1,0 +1,74 @@
+/*
+ * The clock: CLOCK_MONOTONIC in nanoseconds (SPEC TM1). The test build
+ * (CIRCUIT_TESTING) reads a settable clock instead, unless told to use the
+ * real one (SPEC TM3); the installed library has no clock parameter.
+ */
+#include <time.h>
+
+#include "internal.h"
+
+#ifndef CIRCUIT_TESTING
+
+int64_t circuit__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#else
+
+static uint64_t test_now = 1000000000u; /* the settable clock */
+static uint64_t test_real;              /* 1: read CLOCK_MONOTONIC */
+static circuit_test_hook_fn test_hook;
+static void *test_hook_arg;
+
+static int64_t real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t circuit__now(void)
+{
+    if (__atomic_load_n(&test_real, __ATOMIC_ACQUIRE))
+        return real_now();
+    return (int64_t)__atomic_load_n(&test_now, __ATOMIC_ACQUIRE);
+}
+
+void circuit_test_clock_set(int64_t now_ns)
+{
+    __atomic_store_n(&test_now, (uint64_t)now_ns, __ATOMIC_RELEASE);
+}
+
+int64_t circuit_test_clock_advance(int64_t delta_ns)
+{
+    return (int64_t)(__atomic_add_fetch(&test_now, (uint64_t)delta_ns, __ATOMIC_ACQ_REL));
+}
+
+int64_t circuit_test_clock_now(void)
+{
+    return circuit__now();
+}
+
+void circuit_test_clock_use_real(bool real)
+{
+    __atomic_store_n(&test_real, real ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+void circuit_test_set_hook(circuit_test_hook_fn fn, void *arg)
+{
+    /* arg first: a thread that sees the new hook sees its arg. */
+    __atomic_store_n(&test_hook_arg, arg, __ATOMIC_RELEASE);
+    __atomic_store_n(&test_hook, fn, __ATOMIC_RELEASE);
+}
+
+void circuit__test_hook(circuit_test_point p)
+{
+    circuit_test_hook_fn fn = __atomic_load_n(&test_hook, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn(p, __atomic_load_n(&test_hook_arg, __ATOMIC_ACQUIRE));
+}
+
+#endif

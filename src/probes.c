@@ -1,0 +1,312 @@
+/*
+ * Probe slots, probe timeouts and the other time-driven change (open ->
+ * half-open).
+ *
+ * OWNERSHIP: a bitmap of `probes` bits, 32 per 8-byte word, each word tagged
+ * with the generation its bits belong to: a word of an older generation reads
+ * as all-free, so entering half-open clears nothing (O(1)) and a stale
+ * ticket's bit can never be cleared in a later generation. A bit is taken and
+ * given back by CAS on its word.
+ *
+ * IDENTITY AND TIME: each slot also has a 16-byte record {tag, due_ns}, tag =
+ * {generation, reuse sequence, busy}, changed by cmpxchg16b. A ticket names
+ * its slot by (index, generation, reuse), so releasing or settling a stale
+ * ticket can never free a newer probe's slot, even in the same generation
+ * after a timeout handed the slot to another call (SPEC T6). Whoever wins the
+ * CAS that makes a record not-busy (done, release or timeout) frees the bit:
+ * a slot is freed exactly once (T5).
+ *
+ * TIMEOUTS (SPEC P1): the next allow or done that finds the earliest possible
+ * due time (`probe_hint`, a lower bound kept with a version number) in the
+ * past scans the busy slots of the current generation, and times out those
+ * due, earliest first, each as of its due moment: a reopen caused by a
+ * timeout starts its open period at the due time. All probes share one
+ * timeout, so no heap is needed: a scan collects up to 64 due slots in order
+ * and repeats if there were more. The scan costs O(probes / 32 + busy) and
+ * runs only when a timeout may have fallen due.
+ *
+ * Written for this project: neither ConcurrencyKit (ck_bitmap has no
+ * generation tag and no find-and-set) nor liburcu offers this.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#define SLOT_BUSY UINT64_C(1)
+
+static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
+{
+    return ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)reuse << 1) | SLOT_BUSY;
+}
+static inline uint32_t slot_gen(uint64_t tag) { return (uint32_t)((tag >> 33) & CIRCUIT__GEN_MASK); }
+static inline uint32_t slot_reuse(uint64_t tag) { return (uint32_t)(tag >> 1); }
+
+static inline uint32_t bm_gen(uint64_t w) { return (uint32_t)((w >> 32) & CIRCUIT__GEN_MASK); }
+
+static inline uint32_t bm_limit(const circuit_breaker *b, uint32_t word)
+{
+    uint32_t rem = b->probes % 32u;
+    if (word == b->bitmap_words - 1 && rem != 0)
+        return (UINT32_C(1) << rem) - 1;
+    return UINT32_MAX;
+}
+
+static inline uint32_t core_gen(circuit_breaker *b)
+{
+    return circuit__gen(circuit__load128_lo(&b->core));
+}
+
+bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale)
+{
+    *stale = false;
+    for (uint32_t i = 0; i < b->bitmap_words; i++) {
+        uint64_t w = circuit__load_acq(&b->bitmap[i]);
+        for (;;) {
+            uint32_t bits;
+            if (bm_gen(w) == gen) {
+                bits = (uint32_t)w;
+            } else {
+                /* Another generation's word: older (it reads as empty) unless
+                 * we are the stale party. The state word decides. */
+                if (core_gen(b) != gen) {
+                    *stale = true;
+                    return false;
+                }
+                bits = 0;
+            }
+            uint32_t free_bits = ~bits & bm_limit(b, i);
+            if (!free_bits)
+                break;
+            uint32_t bit = (uint32_t)__builtin_ctz(free_bits);
+            uint64_t nw = ((uint64_t)gen << 32) | bits | (UINT32_C(1) << bit);
+            if (circuit__cas(&b->bitmap[i], &w, nw)) {
+                *slot = i * 32u + bit;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
+{
+    uint64_t *word = &b->bitmap[slot / 32u];
+    uint64_t mask = UINT64_C(1) << (slot % 32u);
+    uint64_t w = circuit__load_acq(word);
+    while (bm_gen(w) == gen && (w & mask)) {
+        if (circuit__cas(word, &w, w & ~mask))
+            return;
+    }
+}
+
+/* Before the CAS that makes open -> half-open (generation `gen`), whoever
+ * tries it sets bit 0 of the new generation; the winner of that CAS owns it
+ * (an allow keeps it as its probe slot, anyone else clears it), so the call
+ * that makes the transition is admitted even when others race for the slots
+ * (SPEC S3). Losers never touch it. */
+void circuit__bit0_preset(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
+{
+    uint64_t w = circuit__load_acq(&b->bitmap[0]);
+    for (;;) {
+        if (bm_gen(w) == gen)
+            return;
+        /* The word cannot belong to a newer generation while the breaker is
+         * still open in the generation before `gen`. */
+        if (circuit__load128_lo(&b->core) != open_lo)
+            return;
+        if (circuit__cas(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
+            return;
+    }
+}
+
+uint32_t circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due)
+{
+    circuit__u128 *s = &b->slots[slot];
+    circuit__u128 cur = circuit__load128(s);
+    for (;;) {
+        uint32_t reuse = slot_reuse(cur.lo) + 1;
+        circuit__u128 nw = {slot_tag(gen, reuse), (uint64_t)due};
+        if (circuit__cas128(s, &cur, nw))
+            return reuse;
+    }
+}
+
+bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
+                        bool unless_due, int64_t now)
+{
+    circuit__u128 *s = &b->slots[slot];
+    uint64_t tag = slot_tag(gen, reuse);
+    circuit__u128 cur = circuit__load128(s);
+    for (;;) {
+        if (cur.lo != tag)
+            return false; /* timed out, or already freed */
+        if (unless_due && (int64_t)cur.hi <= now)
+            return false; /* its timeout fell due: the next allow/done counts it */
+        circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
+        if (circuit__cas128(s, &cur, nw)) {
+            circuit__bit_clear(b, slot, gen);
+            return true;
+        }
+    }
+}
+
+void circuit__hint_lower(circuit_breaker *b, int64_t due)
+{
+    /* Always bump the version, even when the due time is not lower, so that a
+     * scan that started before this admission cannot raise the hint past it. */
+    circuit__u128 cur = circuit__load128(&b->probe_hint);
+    for (;;) {
+        uint64_t d = (int64_t)cur.lo < due ? cur.lo : (uint64_t)due;
+        circuit__u128 nw = {d, cur.hi + 1};
+        if (circuit__cas128(&b->probe_hint, &cur, nw))
+            return;
+    }
+}
+
+circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c)
+{
+    circuit_state d = b->policy.probe(b->policy.arg, c);
+    if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
+        circuit__abort("probe policy returned an invalid state (%d); it must return "
+                       "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
+                       (int)d);
+    return d;
+}
+
+typedef struct due_slot {
+    int64_t due;
+    uint32_t slot;
+    uint64_t tag;
+} due_slot;
+
+#define DUE_BATCH 64
+
+/* Counts one timeout (slot already freed by us) in generation `gen`.
+ * Returns true when the state word changed generation. */
+static bool count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx)
+{
+    circuit__u128 c = circuit__load128(&b->core);
+    for (;;) {
+        if (circuit__gen(c.lo) != gen || circuit__st(c.lo) != CIRCUIT_HALF_OPEN)
+            return true; /* the state changed first: the timeout is moot */
+        circuit__u128 n = {c.lo, circuit__hi_add_timeout(c.hi)};
+        circuit_counts cnt;
+        circuit__counts(b, n, &cnt);
+        circuit_state d = circuit__ask_probe(b, &cnt);
+        circuit__u128 nw = n;
+        uint32_t g1 = (gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
+        if (d == CIRCUIT_CLOSED)
+            nw = (circuit__u128){circuit__mklo(CIRCUIT_CLOSED, g1, 0), 0};
+        else if (d == CIRCUIT_OPEN)
+            nw = (circuit__u128){circuit__mklo(CIRCUIT_OPEN, g1, 0), (uint64_t)due};
+        if (circuit__cas128(&b->core, &c, nw)) {
+            if (d == CIRCUIT_HALF_OPEN)
+                return false;
+            circuit__publish(b, CIRCUIT_HALF_OPEN, d, g1, &cnt, call_ctx);
+            return true;
+        }
+    }
+}
+
+/* Times out, in due order, every probe of c's generation due at `now`.
+ * Returns true when the state word changed generation. */
+static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
+{
+    uint32_t gen = circuit__gen(c.lo);
+    for (;;) {
+        circuit__u128 h0 = circuit__load128(&b->probe_hint);
+        if ((int64_t)h0.lo > now)
+            return false;
+
+        due_slot batch[DUE_BATCH];
+        int n = 0;
+        bool more = false;
+        int64_t rest = INT64_MAX;
+        for (uint32_t i = 0; i < b->bitmap_words; i++) {
+            uint64_t w = circuit__load_acq(&b->bitmap[i]);
+            if (bm_gen(w) != gen)
+                continue;
+            uint32_t bits = (uint32_t)w;
+            while (bits) {
+                uint32_t slot = i * 32u + (uint32_t)__builtin_ctz(bits);
+                bits &= bits - 1;
+                circuit__u128 sv = circuit__load128(&b->slots[slot]);
+                if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
+                    continue;
+                int64_t due = (int64_t)sv.hi;
+                if (due > now) {
+                    if (due < rest)
+                        rest = due;
+                    continue;
+                }
+                if (n == DUE_BATCH) {
+                    more = true;
+                    if (due >= batch[n - 1].due) {
+                        if (due < rest)
+                            rest = due;
+                        continue;
+                    }
+                    if (batch[n - 1].due < rest)
+                        rest = batch[n - 1].due;
+                    n--;
+                }
+                int k = n++;
+                while (k > 0 && batch[k - 1].due > due) {
+                    batch[k] = batch[k - 1];
+                    k--;
+                }
+                batch[k] = (due_slot){due, slot, sv.lo};
+            }
+        }
+
+        for (int k = 0; k < n; k++) {
+            circuit__u128 cur = {batch[k].tag, (uint64_t)batch[k].due};
+            circuit__u128 freed = {batch[k].tag & ~SLOT_BUSY, (uint64_t)batch[k].due};
+            if (!circuit__cas128(&b->slots[batch[k].slot], &cur, freed))
+                continue; /* settled or timed out by another thread */
+            circuit__bit_clear(b, batch[k].slot, gen);
+            if (count_timeout(b, gen, batch[k].due, call_ctx))
+                return true;
+        }
+        if (more)
+            continue;
+        circuit__u128 nh = {(uint64_t)rest, h0.hi + 1};
+        circuit__cas128(&b->probe_hint, &h0, nh); /* lost: an admission moved it */
+        return false;
+    }
+}
+
+circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
+                               bool want_probe, uint32_t *slot0_gen, bool *slot0)
+{
+    for (;;) {
+        circuit__u128 c = circuit__load128(&b->core);
+        unsigned st = circuit__st(c.lo);
+        if (st == CIRCUIT_OPEN) {
+            /* hi is opened_at of this lo's generation only if lo did not move
+             * while we read hi. */
+            if (circuit__load128_lo(&b->core) != c.lo)
+                continue;
+            int64_t opened = (int64_t)c.hi;
+            if (now < opened || now - opened < b->cfg.open_for_ns)
+                return c;
+            uint32_t g1 = (circuit__gen(c.lo) + 1) & (uint32_t)CIRCUIT__GEN_MASK;
+            circuit__bit0_preset(b, g1, c.lo);
+            circuit__u128 nw = {circuit__mklo(CIRCUIT_HALF_OPEN, g1, 0), 0};
+            if (circuit__cas128(&b->core, &c, nw)) {
+                if (want_probe && !*slot0) {
+                    *slot0 = true;
+                    *slot0_gen = g1;
+                } else {
+                    circuit__bit_clear(b, 0, g1);
+                }
+                circuit_counts zero = {0, 0, 0, 0, 0};
+                circuit__publish(b, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, g1, &zero, call_ctx);
+            }
+            continue;
+        }
+        if (st == CIRCUIT_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
+            continue;
+        return c;
+    }
+}

@@ -1,0 +1,59 @@
+/*
+ * Test-only seam (SPEC TM3). Compiled into the `circuit_testable` static
+ * library only (CIRCUIT_TESTING=1); the installed library has no clock
+ * parameter and no hooks. Never installed.
+ */
+#ifndef CIRCUIT_TESTING_H
+#define CIRCUIT_TESTING_H
+
+#include "circuit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- clock ------------------------------------------------------------- */
+/* By default the test build reads a settable clock that starts at
+ * 1 000 000 000 ns and only moves when told to. All functions are atomic and
+ * may be called from any thread. */
+void    circuit_test_clock_set(int64_t now_ns);
+int64_t circuit_test_clock_advance(int64_t delta_ns);  /* returns the new time */
+int64_t circuit_test_clock_now(void);
+/* true: read CLOCK_MONOTONIC instead of the settable clock (real-time tests). */
+void    circuit_test_clock_use_real(bool real);
+
+/* ---- park points (SPEC L1 progress tests) ------------------------------ */
+typedef enum circuit_test_point {
+    CIRCUIT_TP_ALLOW_BEFORE_CAS = 1,  /* allow: state word loaded, before its CAS / decision */
+    CIRCUIT_TP_DONE_BEFORE_CAS,       /* done: counts computed, before the CAS that counts */
+    CIRCUIT_TP_RELEASE_BEFORE_CAS,    /* release: before the CAS that settles the ticket */
+    CIRCUIT_TP_DELIVERY_WON,          /* a thread has just won the delivery role */
+    CIRCUIT_TP_AFTER_PUBLISH,         /* a transition is queued, delivery not yet attempted */
+    CIRCUIT_TP_SLOT_HELD,             /* allow: probe slot acquired, before returning */
+    CIRCUIT_TP_RING_BEFORE_WRITE,     /* done: counted, before writing its window slot */
+    CIRCUIT_TP__COUNT
+} circuit_test_point;
+
+/* Called at each point above by the thread passing it; NULL disables. The
+ * hook runs inside the library: it must not call the breaker. */
+typedef void (*circuit_test_hook_fn)(circuit_test_point point, void *arg);
+void circuit_test_set_hook(circuit_test_hook_fn fn, void *arg);
+
+/* ---- state injection (saturation tests, SPEC C2/C3) -------------------- */
+/* Sets the current run to `run` results of kind `kind` (SUCCESS or FAILURE)
+ * and, while half-open, timed_out to `timed_out`. Single-threaded use only.
+ * Returns 0, or EINVAL when the values do not fit the current state. */
+int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t run,
+                              int64_t timed_out);
+
+/* Bytes allocated for the breaker by circuit_new (SPEC L5). */
+size_t circuit_test_footprint(const circuit_breaker *b);
+
+/* Transitions made and not yet delivered (queued or waiting for a gap). */
+int64_t circuit_test_pending(const circuit_breaker *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * The count window: the latest `window` counted results of the current
+ * state (SPEC C1), kept as a ring of 8-byte records that is never cleared.
+ *
+ * A record is {valid, generation tag, seq, outcome}. A record of an older
+ * generation reads as empty, so a state change costs O(1) whatever the
+ * window. Appending a result is one CAS of the state word (which carries
+ * seq, the failure count and the run); the record itself is written to the
+ * ring after that CAS, by the appender or by whichever thread appends next
+ * ("helping"): before appending result s+1, a thread makes sure record s is
+ * in the ring. Only the newest record can therefore be missing, and the one
+ * an append evicts (s - window, window >= 2) is always there. A window of 1
+ * needs no ring: the evicted result is the last outcome kept in the word.
+ *
+ * Ring writes are compare-and-swaps that only ever replace an OLDER record
+ * (serial-number order on generation, then on seq modulo seq_mod), so a
+ * helper that was stopped for a while cannot overwrite a newer record with
+ * the one it meant to write. The order is exact while fewer than 2^31
+ * results of one generation pass during one thread's stop.
+ *
+ * Written for this project: neither ConcurrencyKit nor liburcu offers a
+ * counting window; the CAS and loads are ck_pr (src/atomics.h).
+ */
+#include "internal.h"
+
+#define REC_VALID (UINT64_C(1) << 63)
+
+static inline uint64_t rec_make(uint32_t gen, uint32_t seq, bool failure)
+{
+    return REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) |
+           (failure ? 1u : 0u);
+}
+static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
+static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
+
+/* true when record r is older than (gen, seq) */
+static bool rec_older(const circuit_breaker *b, uint64_t r, uint32_t gen, uint32_t seq)
+{
+    if (!(r & REC_VALID))
+        return true;
+    uint32_t rg = rec_gen(r);
+    if (rg != gen)
+        return circuit__gen_after(gen, rg);
+    uint32_t rs = rec_seq(r);
+    if (rs == seq)
+        return false;
+    uint64_t d = ((uint64_t)seq + b->seq_mod - rs) % b->seq_mod;
+    return d < b->seq_mod / 2;
+}
+
+void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq, bool failure)
+{
+    uint64_t *slot = &b->ring[seq % b->window];
+    uint64_t want = rec_make(gen, seq, failure);
+    uint64_t cur = circuit__load_acq(slot);
+    while (rec_older(b, cur, gen, seq)) {
+        if (circuit__cas(slot, &cur, want))
+            return;
+    }
+}
+
+void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
+{
+    if (b->window == 1)
+        return;
+    uint32_t seq = circuit__seq(c.lo);
+    if (!(c.hi & CIRCUIT__HI_FULL) && seq == 0)
+        return; /* nothing appended yet in this state */
+    uint32_t prev = (uint32_t)(((uint64_t)seq + b->seq_mod - 1) % b->seq_mod);
+    circuit__ring_write(b, circuit__gen(c.lo), prev, (c.hi & CIRCUIT__HI_LAST_FAIL) != 0);
+}
+
+void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
+{
+    if (circuit__st(c.lo) == CIRCUIT_OPEN) {
+        *out = (circuit_counts){0, 0, 0, 0, 0};
+        return;
+    }
+    int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
+    int64_t f = circuit__hi_fail(c.hi);
+    int64_t run = circuit__hi_run(c.hi);
+    bool last_fail = (c.hi & CIRCUIT__HI_LAST_FAIL) != 0;
+    out->successes = n - f;
+    out->failures = f;
+    out->consecutive_successes = last_fail ? 0 : run;
+    out->consecutive_failures = last_fail ? run : 0;
+    out->timed_out = circuit__hi_to(c.hi);
+}
+
+/* Computes the word after appending one result to c (closed or half-open).
+ * Returns false when the record to evict is not the one expected, which
+ * happens only when c is already stale (the caller reloads). */
+bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
+{
+    uint32_t seq = circuit__seq(c.lo);
+    uint32_t gen = circuit__gen(c.lo);
+    uint64_t hi = c.hi;
+    uint32_t fail = circuit__hi_fail(hi);
+    bool full = (hi & CIRCUIT__HI_FULL) != 0;
+    bool last_fail = (hi & CIRCUIT__HI_LAST_FAIL) != 0;
+    uint32_t run = circuit__hi_run(hi);
+
+    if (b->window == 1) {
+        if (full && last_fail)
+            fail--;
+        full = true;
+    } else if (full) {
+        uint32_t old = (uint32_t)(((uint64_t)seq + b->seq_mod - b->window) % b->seq_mod);
+        uint64_t r = circuit__load_acq(&b->ring[seq % b->window]);
+        if (!(r & REC_VALID) || rec_gen(r) != gen || rec_seq(r) != old)
+            return false; /* stale c */
+        if (r & 1u)
+            fail--;
+    } else if (seq + 1 == b->window) {
+        full = true;
+    }
+    if (failure)
+        fail++;
+    if (run == 0 || last_fail != failure)
+        run = 1;
+    else if (run < (uint32_t)CIRCUIT_RUN_MAX)
+        run++;
+    uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
+
+    out->lo = circuit__mklo(circuit__st(c.lo), gen, nseq);
+    out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
+              (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
+              (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
+    return true;
+}
+
+uint64_t circuit__hi_add_timeout(uint64_t hi)
+{
+    uint64_t to = circuit__hi_to(hi);
+    if (to < (uint64_t)CIRCUIT_TIMED_OUT_MAX)
+        to++;
+    return (hi & ~(CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT)) | (to << CIRCUIT__HI_TO_SHIFT);
+}
