@@ -221,10 +221,11 @@ typedef struct circuit_ticket {
  * @errbuf_len: size of errbuf in bytes (0 writes nothing).
  *
  * The new breaker is closed (generation 0); no transition is delivered for
- * its creation. Memory: O(window + probes), about 8 * window + 24 * probes +
- * 64 * CIRCUIT_TRANSITION_POOL bytes plus a fixed part; it never grows with
- * traffic (only transitions beyond the pool that are not yet delivered hold
- * more).
+ * its creation. Memory: O(window + probes): 8 bytes per window slot (none
+ * when window is 1), 16.25 bytes per probe slot, plus about 6 KiB (the
+ * breaker and its CIRCUIT_TRANSITION_POOL transition records); it never grows
+ * with traffic (only transitions beyond the pool that are not yet delivered
+ * hold more, until delivered).
  *
  * Returns 0, EINVAL (invalid config; *out = NULL) or ENOMEM (nothing leaked;
  * *out = NULL).

@@ -44,6 +44,10 @@ void __tsan_release(void *addr);
 #include <ck_pr.h>
 #endif
 
+#ifdef CIRCUIT__TSAN
+__extension__ typedef unsigned __int128 circuit__int128;
+#endif
+
 /* A 16-byte word, updated only as a whole by compare-and-swap. */
 typedef struct circuit__u128 {
     uint64_t lo, hi;
@@ -122,7 +126,7 @@ static inline circuit__u128 circuit__load128(const circuit__u128 *p)
 {
     circuit__u128 v;
 #ifdef CIRCUIT__TSAN
-    unsigned __int128 x = __atomic_load_n((const unsigned __int128 *)(const void *)p,
+    circuit__int128 x = __atomic_load_n((const circuit__int128 *)(const void *)p,
                                           __ATOMIC_ACQUIRE);
     v.lo = (uint64_t)x;
     v.hi = (uint64_t)(x >> 64);
@@ -137,7 +141,7 @@ static inline circuit__u128 circuit__load128(const circuit__u128 *p)
 static inline uint64_t circuit__load128_lo(const circuit__u128 *p)
 {
 #ifdef CIRCUIT__TSAN
-    unsigned __int128 x = __atomic_load_n((const unsigned __int128 *)(const void *)p,
+    circuit__int128 x = __atomic_load_n((const circuit__int128 *)(const void *)p,
                                           __ATOMIC_ACQUIRE);
     return (uint64_t)x;
 #else
@@ -151,9 +155,9 @@ static inline bool circuit__cas128(circuit__u128 *p, circuit__u128 *expected,
                                    circuit__u128 desired)
 {
 #ifdef CIRCUIT__TSAN
-    unsigned __int128 e = ((unsigned __int128)expected->hi << 64) | expected->lo;
-    unsigned __int128 d = ((unsigned __int128)desired.hi << 64) | desired.lo;
-    bool ok = __atomic_compare_exchange_n((unsigned __int128 *)(void *)p, &e, d, false,
+    circuit__int128 e = ((circuit__int128)expected->hi << 64) | expected->lo;
+    circuit__int128 d = ((circuit__int128)desired.hi << 64) | desired.lo;
+    bool ok = __atomic_compare_exchange_n((circuit__int128 *)(void *)p, &e, d, false,
                                           __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     expected->lo = (uint64_t)e;
     expected->hi = (uint64_t)(e >> 64);

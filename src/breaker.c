@@ -105,14 +105,13 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->window = window;
     b->probes = probes;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 32) / window);
+    b->window_magic = UINT64_MAX / window + 1;
     b->bitmap_words = words;
     b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes;
     circuit__store128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT_CLOSED, 0, 0), 0});
     circuit__store128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
-    /* Publish everything above before the pointer escapes. */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
     *out = b;
     return 0;
 
@@ -257,13 +256,7 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
             return false; /* unreachable: no ticket is admitted into an open generation */
         circuit__ring_help(b, c);
         circuit__u128 n;
-        if (!circuit__append(b, c, failure, &n)) {
-            circuit__u128 again = circuit__load128(&b->core);
-            if (again.lo == c.lo && again.hi == c.hi)
-                circuit__abort("internal error: count window out of step with the state word");
-            c = again;
-            continue;
-        }
+        circuit__append(b, c, failure, &n);
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
         uint32_t g1 = (tk->gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
@@ -289,9 +282,9 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
         if (circuit__cas128(&b->core, &c, nw)) {
             if (to != (circuit_state)st) {
                 circuit__publish(b, (circuit_state)st, to, g1, &cnt, tk->call_ctx);
-            } else if (b->window > 1) {
+            } else if (failure && b->window > 1) {
                 CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-                circuit__ring_write(b, tk->gen, circuit__seq(c.lo), failure);
+                circuit__ring_write(b, tk->gen, circuit__seq(c.lo));
             }
             return true;
         }

@@ -97,6 +97,7 @@ struct circuit_breaker {
     uint32_t window;
     uint32_t probes;
     uint64_t seq_mod;              /* window * floor(2^32 / window) */
+    uint64_t window_magic;         /* for circuit__mod_window */
     uint64_t *ring;                /* window slots (NULL when window == 1) */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
@@ -151,9 +152,9 @@ int64_t circuit__now(void);
 
 /* window.c */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
-bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
+void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
-void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq, bool failure);
+void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq);
 uint64_t circuit__hi_add_timeout(uint64_t hi);
 
 /* probes.c */
@@ -176,6 +177,22 @@ void circuit__publish(circuit_breaker *b, circuit_state from, circuit_state to, 
 void circuit__deliver(circuit_breaker *b);
 
 /* ---- small helpers --------------------------------------------------------- */
+
+/* seq % window without a division: Lemire, Kaser and Kurz, "Faster Remainder
+ * by Direct Computation" (Software: Practice and Experience, 2019), for
+ * 32-bit numerators. */
+static inline uint32_t circuit__mod_window(const struct circuit_breaker *b, uint32_t seq)
+{
+    uint64_t low = b->window_magic * seq;
+    __extension__ typedef unsigned __int128 u128;
+    return (uint32_t)(((u128)low * b->window) >> 64);
+}
+
+/* (a - b) modulo seq_mod, for a, b < seq_mod */
+static inline uint64_t circuit__seq_sub(const struct circuit_breaker *b, uint64_t a, uint64_t d)
+{
+    return a >= d ? a - d : a + b->seq_mod - d;
+}
 static inline int64_t circuit__sat_add(int64_t a, int64_t b)
 {
     return (a > INT64_MAX - b) ? INT64_MAX : a + b;

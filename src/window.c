@@ -1,21 +1,30 @@
 /*
  * The count window: the latest `window` counted results of the current
- * state (SPEC C1), kept as a ring of 8-byte records that is never cleared.
+ * state (SPEC C1). The state word carries seq (results appended so far), the
+ * number of failures in the window and the last outcome; the ring remembers
+ * which of the latest `window` results were FAILURES, one 8-byte record per
+ * failure at index seq % window. Successes write nothing.
  *
- * A record is {valid, generation tag, seq, outcome}. A record of an older
- * generation reads as empty, so a state change costs O(1) whatever the
- * window. Appending a result is one CAS of the state word (which carries
- * seq, the failure count and the run); the record itself is written to the
- * ring after that CAS, by the appender or by whichever thread appends next
- * ("helping"): before appending result s+1, a thread makes sure record s is
- * in the ring. Only the newest record can therefore be missing, and the one
- * an append evicts (s - window, window >= 2) is always there. A window of 1
- * needs no ring: the evicted result is the last outcome kept in the word.
+ * A record is {valid, generation tag, seq, failure}. Appending result s
+ * evicts result e = s - window: it was a failure exactly when the ring slot
+ * of e holds the record (current generation, e); anything else there (an
+ * older record, another generation's, nothing) means e was a success. So the
+ * ring is never cleared (a state change costs O(1) whatever the window) and
+ * a closed breaker seeing only successes never writes to it.
+ *
+ * A failure record is written after the CAS of the state word that counted
+ * it, by its appender, or by whichever thread appends next ("helping"):
+ * before appending result s+1, a thread makes sure that record s, if s was a
+ * failure (the word's last outcome), is in the ring. Only the newest record
+ * can therefore be missing, and the one an append evicts (e <= s - 2 when
+ * window >= 2) is always there. A window of 1 needs no ring: the evicted
+ * result is the last outcome kept in the word.
  *
  * Ring writes are compare-and-swaps that only ever replace an OLDER record
  * (serial-number order on generation, then on seq modulo seq_mod), so a
- * helper that was stopped for a while cannot overwrite a newer record with
- * the one it meant to write. The order is exact while fewer than 2^31
+ * thread stopped for a while cannot overwrite a newer failure with the one
+ * it meant to write; a late write of an old record is harmless, since an
+ * eviction matches the exact seq. The order is exact while fewer than 2^31
  * results of one generation pass during one thread's stop.
  *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
@@ -44,14 +53,14 @@ static bool rec_older(const circuit_breaker *b, uint64_t r, uint32_t gen, uint32
     uint32_t rs = rec_seq(r);
     if (rs == seq)
         return false;
-    uint64_t d = ((uint64_t)seq + b->seq_mod - rs) % b->seq_mod;
+    uint64_t d = circuit__seq_sub(b, seq, rs);
     return d < b->seq_mod / 2;
 }
 
-void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq, bool failure)
+void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
-    uint64_t *slot = &b->ring[seq % b->window];
-    uint64_t want = rec_make(gen, seq, failure);
+    uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
+    uint64_t want = rec_make(gen, seq, true);
     uint64_t cur = circuit__load_acq(slot);
     while (rec_older(b, cur, gen, seq)) {
         if (circuit__cas(slot, &cur, want))
@@ -64,10 +73,12 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
     if (b->window == 1)
         return;
     uint32_t seq = circuit__seq(c.lo);
+    if (!(c.hi & CIRCUIT__HI_LAST_FAIL))
+        return; /* the newest result is a success: nothing to write */
     if (!(c.hi & CIRCUIT__HI_FULL) && seq == 0)
         return; /* nothing appended yet in this state */
-    uint32_t prev = (uint32_t)(((uint64_t)seq + b->seq_mod - 1) % b->seq_mod);
-    circuit__ring_write(b, circuit__gen(c.lo), prev, (c.hi & CIRCUIT__HI_LAST_FAIL) != 0);
+    uint32_t prev = (uint32_t)circuit__seq_sub(b, seq, 1);
+    circuit__ring_write(b, circuit__gen(c.lo), prev);
 }
 
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
@@ -88,9 +99,8 @@ void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *
 }
 
 /* Computes the word after appending one result to c (closed or half-open).
- * Returns false when the record to evict is not the one expected, which
- * happens only when c is already stale (the caller reloads). */
-bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
+ * When c is stale the result is garbage, and the caller's CAS from c fails. */
+void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
 {
     uint32_t seq = circuit__seq(c.lo);
     uint32_t gen = circuit__gen(c.lo);
@@ -105,12 +115,10 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
             fail--;
         full = true;
     } else if (full) {
-        uint32_t old = (uint32_t)(((uint64_t)seq + b->seq_mod - b->window) % b->seq_mod);
-        uint64_t r = circuit__load_acq(&b->ring[seq % b->window]);
-        if (!(r & REC_VALID) || rec_gen(r) != gen || rec_seq(r) != old)
-            return false; /* stale c */
-        if (r & 1u)
-            fail--;
+        uint32_t old = (uint32_t)circuit__seq_sub(b, seq, b->window);
+        uint64_t r = circuit__load_acq(&b->ring[circuit__mod_window(b, seq)]);
+        if ((r & REC_VALID) && rec_gen(r) == gen && rec_seq(r) == old && fail > 0)
+            fail--; /* the evicted result was a failure */
     } else if (seq + 1 == b->window) {
         full = true;
     }
@@ -126,7 +134,6 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
-    return true;
 }
 
 uint64_t circuit__hi_add_timeout(uint64_t hi)
