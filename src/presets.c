@@ -69,18 +69,28 @@ static void presets_msg_emit(const presets_msg *m, char *errbuf, size_t errbuf_l
 }
 
 /* The shortest decimal text that reads back as `v` (so a ratio of
- * 1.0000000001 is not shown as "1"); "nan" and "inf" as printf spells them. */
+ * 1.0000000001 is not shown as "1"), without an exponent when the value
+ * has at most 17 digits before the point (50, not 5e+01); "nan" and "inf" as
+ * printf spells them. */
 static void presets_format_double(char *buf, size_t len, double v)
 {
     if (isnan(v)) {
         snprintf(buf, len, "nan");
         return;
     }
-    for (int prec = 1; prec <= 17; prec++) {
+    int prec = 1;
+    for (; prec < 17; prec++) {
         snprintf(buf, len, "%.*g", prec, v);
         if (isinf(v) || strtod(buf, NULL) == v)
-            return;
+            break;
     }
+    const char *e = strchr(buf, 'e');
+    if (e != NULL) {
+        long exp10 = strtol(e + 1, NULL, 10);
+        if (exp10 >= 0 && exp10 < 17 && exp10 + 1 > prec)
+            prec = (int)exp10 + 1;
+    }
+    snprintf(buf, len, "%.*g", prec, v);
 }
 
 __attribute__((noreturn))
