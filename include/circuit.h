@@ -169,10 +169,14 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
  *  nested calls make are delivered after this call returns. `call_ctx` is the
  *  call_ctx of the circuit_allow / circuit_done call that made the transition.
  *  `t` is valid only during the call. It runs on whichever thread delivers:
- *  the thread that made the transition unless another thread was delivering
- *  at the time (that one delivers it). If it unwinds (pthread_exit, a C++
- *  exception), the transitions still queued are delivered by the next
- *  circuit_allow or circuit_done. */
+ *  the thread that made the transition, unless another thread is delivering
+ *  at the time (that one delivers it) or an EARLIER transition is still being
+ *  queued by a thread stopped between making it and queueing it (order comes
+ *  first: that thread delivers both once it resumes, before its own call
+ *  returns). So once every call has returned, every transition has been
+ *  delivered. If observe unwinds (pthread_exit, a C++ exception), the
+ *  transitions still queued are delivered by the next circuit_allow or
+ *  circuit_done. */
 typedef void (*circuit_observe_fn)(void *arg, void *call_ctx, const circuit_transition *t);
 
 /** Everything circuit_new needs. Read during circuit_new only; the callbacks'
@@ -202,7 +206,15 @@ typedef struct circuit_breaker circuit_breaker;
  *  circuit_allow; the caller must make the ticket's memory visible to that
  *  thread (any ordinary hand-off does). Its memory may be reused once it is
  *  settled. Initialise it with CIRCUIT_TICKET_INIT (or use
- *  CIRCUIT_TICKET_GUARD) when a scope may be left before circuit_allow. */
+ *  CIRCUIT_TICKET_GUARD) when a scope may be left before circuit_allow.
+ *  Settle the ticket itself, never a copy: a memcpy'd live ticket is two
+ *  tickets to the library (the behaviour is undefined).
+ *
+ *  Generations are told apart by their low 30 bits: a ticket kept
+ *  outstanding across 2^30 (about 10^9) transitions can be counted in the
+ *  later generation that has the same low bits. Each open period lasts
+ *  open_for_ns, so with open_for_ns >= 1 ms that takes over 12 days of
+ *  continuous flapping while one call is in flight. */
 typedef struct circuit_ticket {
     uint64_t circuit_private_[5];
 } circuit_ticket;
@@ -280,7 +292,9 @@ CIRCUIT_API bool circuit_allow(circuit_breaker *b, void *call_ctx,
  *          the library gives it no meaning, only classify does.
  *
  * Calls classify(classify_arg, call_ctx, result) first, outside every
- * internal critical region; then makes the time-driven changes that fell due
+ * internal critical region, while the ticket is still live (if classify
+ * unwinds, the ticket stays live and a guard's release frees its probe slot);
+ * then settles the ticket; then makes the time-driven changes that fell due
  * (probe timeouts, in due order, including this probe's own); then counts the
  * outcome if the breaker is still in the generation the call was admitted in,
  * asking trip (closed) or probe (half-open); then frees the probe slot, if

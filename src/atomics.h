@@ -118,21 +118,32 @@ static inline uint64_t circuit__faa(uint64_t *p, uint64_t d)
 
 /* ---- 128-bit ----------------------------------------------------------- */
 
-/* Reads a 16-byte word. In normal builds this is two 8-byte loads (low half
- * first), NOT one atomic snapshot: callers either use the halves only as the
- * expected value of circuit__cas128 (which then validates them) or validate
- * them as documented where they are used. TSan builds read it atomically. */
+/* Reads a 16-byte word as a value it really held. Normal builds read the
+ * low half, the high half, then the low half again, and retry if it moved:
+ * x86-64 keeps loads in order, so when the low half did not move between
+ * the two reads, the high half read between them was its partner at that
+ * moment (barring the low half leaving and coming back to the very same
+ * value in between, which for the state word takes a wrap of its 30-bit
+ * generation or 32-bit seq). Without this, a policy could be shown counts
+ * that never existed, even though the CAS would then reject them. TSan
+ * builds read it with one 16-byte atomic load. */
 static inline circuit__u128 circuit__load128(const circuit__u128 *p)
 {
     circuit__u128 v;
 #ifdef CIRCUIT__TSAN
     circuit__int128 x = __atomic_load_n((const circuit__int128 *)(const void *)p,
-                                          __ATOMIC_ACQUIRE);
+                                        __ATOMIC_ACQUIRE);
     v.lo = (uint64_t)x;
     v.hi = (uint64_t)(x >> 64);
 #else
     v.lo = ck_pr_load_64(&p->lo);
-    v.hi = ck_pr_load_64(&p->hi);
+    for (;;) {
+        v.hi = ck_pr_load_64(&p->hi);
+        uint64_t again = ck_pr_load_64(&p->lo);
+        if (again == v.lo)
+            break;
+        v.lo = again;
+    }
 #endif
     return v;
 }

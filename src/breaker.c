@@ -180,15 +180,15 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
     }
 
     int64_t now = circuit__now();
-    bool slot0 = false;
-    uint32_t slot0_gen = 0;
+    circuit__slot0 slot0 = {false, 0, 0};
     for (;;) {
-        circuit__u128 c = circuit__advance(b, now, call_ctx, true, &slot0_gen, &slot0);
+        circuit__u128 c = circuit__advance(b, now, call_ctx, &slot0);
         unsigned st = circuit__st(c.lo);
         uint32_t gen = circuit__gen(c.lo);
-        if (slot0 && (st != CIRCUIT_HALF_OPEN || gen != slot0_gen)) {
-            circuit__bit_clear(b, 0, slot0_gen); /* our reservation went stale */
-            slot0 = false;
+        if (slot0.held && (st != CIRCUIT_HALF_OPEN || gen != slot0.gen)) {
+            /* The state moved on past the half-open state we opened. */
+            circuit__slot_free(b, 0, slot0.gen, slot0.reuse, false, 0);
+            slot0.held = false;
         }
         if (st == CIRCUIT_CLOSED) {
             CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
@@ -208,10 +208,12 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         }
         /* half-open */
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
-        uint32_t slot;
-        if (slot0) {
+        uint32_t slot, reuse;
+        if (slot0.held) {
+            /* Reserved, with its due time, before the transition was made. */
             slot = 0;
-            slot0 = false;
+            reuse = slot0.reuse;
+            slot0.held = false;
         } else {
             bool stale;
             if (!circuit__slot_acquire(b, gen, &slot, &stale)) {
@@ -223,10 +225,14 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                 finish_call(b);
                 return false;
             }
+            int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+            if (!circuit__slot_occupy(b, slot, gen, due, &reuse)) {
+                /* The state moved on before the slot was ours. */
+                circuit__bit_clear(b, slot, gen);
+                continue;
+            }
+            circuit__hint_lower(b, due);
         }
-        int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
-        uint32_t reuse = circuit__slot_occupy(b, slot, gen, due);
-        circuit__hint_lower(b, due);
         if (circuit__gen(circuit__load128_lo(&b->core)) != gen) {
             /* The state moved on while we took the slot: give it back and
              * decide again in the new state. */
@@ -256,7 +262,7 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
             return false; /* unreachable: no ticket is admitted into an open generation */
         circuit__ring_help(b, c);
         circuit__u128 n;
-        circuit__append(b, c, failure, &n);
+        bool evicted_failure = circuit__append(b, c, failure, &n);
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
         uint32_t g1 = (tk->gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
@@ -282,9 +288,13 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
         if (circuit__cas128(&b->core, &c, nw)) {
             if (to != (circuit_state)st) {
                 circuit__publish(b, (circuit_state)st, to, g1, &cnt, tk->call_ctx);
-            } else if (failure && b->window > 1) {
+            } else if (b->window > 1 && (failure || evicted_failure)) {
                 CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-                circuit__ring_write(b, tk->gen, circuit__seq(c.lo));
+                if (failure) /* replaces the evicted record, same slot */
+                    circuit__ring_write(b, tk->gen, circuit__seq(c.lo));
+                else
+                    circuit__ring_clear(b, tk->gen,
+                                        (uint32_t)circuit__seq_sub(b, circuit__seq(c.lo), b->window));
             }
             return true;
         }
@@ -298,17 +308,20 @@ bool circuit_done(circuit_ticket *t, int result)
     uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_ACQUIRE);
     if (st != tk_word(CIRCUIT__TK_LIVE))
         done_refused(st);
-    if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        done_refused(st); /* circuit_release won the race (T5) */
     circuit_breaker *b = tk->b;
     check_breaker(b, "circuit_done");
 
+    /* classify runs while the ticket is still live: if it unwinds (a C++
+     * exception, pthread_exit), the caller's guard releases the ticket and
+     * frees its probe slot at once (P3). */
     circuit_outcome o = b->classify(b->classify_arg, tk->call_ctx, result);
     if (o != CIRCUIT_SUCCESS && o != CIRCUIT_FAILURE && o != CIRCUIT_IGNORED)
         circuit__abort("classify returned an invalid outcome (%d) for result %d; it must "
                        "return CIRCUIT_SUCCESS, CIRCUIT_FAILURE or CIRCUIT_IGNORED",
                        (int)o, result);
+    if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        done_refused(st); /* circuit_release won the race (T5) */
 
     /* O5: transitions left by an observe that unwound. */
     if (circuit__load_rlx(&b->pending))
@@ -321,9 +334,7 @@ bool circuit_done(circuit_ticket *t, int result)
         /* Time-driven changes due by now, this probe's own timeout included. */
         now = circuit__now();
         have_now = true;
-        bool unused_slot0 = false;
-        uint32_t unused_gen = 0;
-        circuit__advance(b, now, tk->call_ctx, false, &unused_gen, &unused_slot0);
+        circuit__advance(b, now, tk->call_ctx, NULL);
     }
 
     bool counted;

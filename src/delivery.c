@@ -142,15 +142,14 @@ void circuit__deliver(circuit_breaker *b)
         CIRCUIT__HOOK(CIRCUIT_TP_DELIVERY_WON);
         delivery_guard g __attribute__((cleanup(delivery_unwind))) = {b, NULL, 1};
         for (;;) {
+            /* Walked by hand rather than with cds_lfs_for_each_safe: each
+             * record is acquired (TSan) before its link is read. */
             struct cds_lfs_head *head = __cds_lfs_pop_all(&b->stack);
-            if (head) {
-                struct cds_lfs_node *it, *tmp;
-                cds_lfs_for_each_safe(head, it, tmp)
-                {
-                    circuit__node *n = caa_container_of(it, circuit__node, lfs);
-                    circuit__tsan_acquire(n);
-                    held_insert(b, n);
-                }
+            for (struct cds_lfs_node *it = head ? &head->node : NULL, *nx; it; it = nx) {
+                circuit__node *n = caa_container_of(it, circuit__node, lfs);
+                circuit__tsan_acquire(n);
+                nx = it->next;
+                held_insert(b, n);
             }
             while (b->held && b->held->tr.generation == b->next_gen) {
                 circuit__node *n = b->held;
@@ -177,15 +176,12 @@ void circuit__delivery_destroy(circuit_breaker *b)
 {
     /* Undelivered transitions are discarded (documented at circuit_free). */
     struct cds_lfs_head *head = __cds_lfs_pop_all(&b->stack);
-    if (head) {
-        struct cds_lfs_node *it, *tmp;
-        cds_lfs_for_each_safe(head, it, tmp)
-        {
-            circuit__node *n = caa_container_of(it, circuit__node, lfs);
-            circuit__tsan_acquire(n);
-            if (n->pool_index < 0)
-                free(n);
-        }
+    for (struct cds_lfs_node *it = head ? &head->node : NULL, *nx; it; it = nx) {
+        circuit__node *n = caa_container_of(it, circuit__node, lfs);
+        circuit__tsan_acquire(n);
+        nx = it->next;
+        if (n->pool_index < 0)
+            free(n);
     }
     while (b->held) {
         circuit__node *n = b->held;

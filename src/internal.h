@@ -68,13 +68,6 @@ static inline uint32_t circuit__hi_fail(uint64_t hi) { return (uint32_t)(hi & CI
 static inline uint32_t circuit__hi_run(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_RUN_SHIFT) & CIRCUIT__HI_RUN_MASK); }
 static inline uint32_t circuit__hi_to(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_TO_SHIFT) & CIRCUIT__HI_TO_MASK); }
 
-/* Serial-number order on generation tags (RFC 1982 style): a is after b. */
-static inline bool circuit__gen_after(uint32_t a, uint32_t b)
-{
-    uint32_t d = (uint32_t)((a - b) & CIRCUIT__GEN_MASK);
-    return d != 0 && d < (UINT32_C(1) << (CIRCUIT__GEN_BITS - 1));
-}
-
 /* ---- transition records ------------------------------------------------- */
 typedef struct circuit__node {
     struct cds_lfs_node lfs;       /* liburcu stack link */
@@ -152,20 +145,29 @@ int64_t circuit__now(void);
 
 /* window.c */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
-void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
+bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
 void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq);
+void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq);
 uint64_t circuit__hi_add_timeout(uint64_t hi);
 
 /* probes.c */
+/* The probe slot an allow was given by making open -> half-open itself. */
+typedef struct circuit__slot0 {
+    bool held;
+    uint32_t gen;
+    uint32_t reuse;
+} circuit__slot0;
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
-                               bool want_probe, uint32_t *slot0_gen, bool *slot0);
+                               circuit__slot0 *slot0);
 bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale);
-uint32_t circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due);
+bool circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
+                         uint32_t *reuse);
 bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
                         bool unless_due, int64_t now);
 void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen);
-void circuit__bit0_preset(circuit_breaker *b, uint32_t gen, uint64_t open_lo);
+bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
+                            uint32_t *reuse);
 void circuit__hint_lower(circuit_breaker *b, int64_t due);
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c);
 

@@ -100,34 +100,68 @@ void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
 }
 
 /* Before the CAS that makes open -> half-open (generation `gen`), whoever
- * tries it sets bit 0 of the new generation; the winner of that CAS owns it
- * (an allow keeps it as its probe slot, anyone else clears it), so the call
- * that makes the transition is admitted even when others race for the slots
- * (SPEC S3). Losers never touch it. */
-void circuit__bit0_preset(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
+ * tries it makes sure that probe slot 0 is reserved for the new generation:
+ * its record busy with a due time, its bit set, and the timeout hint no later
+ * than that due time. The winner of the CAS owns the reservation (an allow
+ * keeps it as its probe slot, anyone else frees it), so the call that makes
+ * the transition is admitted even when others race for the slots (SPEC S3),
+ * and a winner stopped right after its CAS still has a probe that times out
+ * (P1). Losers never touch it again. Everything is written only while the
+ * breaker is still open in the generation before `gen` (checked after
+ * reading each word, and the CAS from the value read fails if the word moved
+ * since), so a stale caller cannot damage a later half-open state.
+ * Returns false when the breaker is no longer in that open state; otherwise
+ * *reuse is the reservation's reuse sequence. */
+bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
+                            uint32_t *reuse)
 {
+    circuit__u128 *s = &b->slots[0];
+    circuit__u128 cur = circuit__load128(s);
+    for (;;) {
+        if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
+            *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
+            break;
+        }
+        if (circuit__load128_lo(&b->core) != open_lo)
+            return false;
+        int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+        circuit__hint_lower(b, due);
+        if (circuit__cas128(s, &cur, nw)) {
+            *reuse = slot_reuse(nw.lo);
+            break;
+        }
+    }
     uint64_t w = circuit__load_acq(&b->bitmap[0]);
     for (;;) {
         if (bm_gen(w) == gen)
-            return;
-        /* The word cannot belong to a newer generation while the breaker is
-         * still open in the generation before `gen`. */
+            return true;
         if (circuit__load128_lo(&b->core) != open_lo)
-            return;
+            return false;
         if (circuit__cas(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
-            return;
+            return true;
     }
 }
 
-uint32_t circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due)
+/* Writes the record of a slot whose bit the caller owns in `gen`. Only while
+ * the breaker is still in `gen` (checked after reading the record; the CAS
+ * from that value fails if it moved since): a caller stopped between taking
+ * the bit and writing the record must not overwrite the record of a probe
+ * admitted to the same slot in a later half-open state. */
+bool circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
+                          uint32_t *reuse)
 {
     circuit__u128 *s = &b->slots[slot];
     circuit__u128 cur = circuit__load128(s);
     for (;;) {
-        uint32_t reuse = slot_reuse(cur.lo) + 1;
-        circuit__u128 nw = {slot_tag(gen, reuse), (uint64_t)due};
-        if (circuit__cas128(s, &cur, nw))
-            return reuse;
+        if (core_gen(b) != gen)
+            return false;
+        uint32_t r = slot_reuse(cur.lo) + 1;
+        circuit__u128 nw = {slot_tag(gen, r), (uint64_t)due};
+        if (circuit__cas128(s, &cur, nw)) {
+            *reuse = r;
+            return true;
+        }
     }
 }
 
@@ -270,6 +304,10 @@ static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, v
         }
         if (more)
             continue;
+        /* Raise the hint only from a scan of the current generation: a probe
+         * admitted in a later one after the check bumps the version first. */
+        if (core_gen(b) != gen)
+            return true;
         circuit__u128 nh = {(uint64_t)rest, h0.hi + 1};
         circuit__cas128(&b->probe_hint, &h0, nh); /* lost: an admission moved it */
         return false;
@@ -277,28 +315,27 @@ static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, v
 }
 
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
-                               bool want_probe, uint32_t *slot0_gen, bool *slot0)
+                               circuit__slot0 *slot0)
 {
     for (;;) {
         circuit__u128 c = circuit__load128(&b->core);
         unsigned st = circuit__st(c.lo);
         if (st == CIRCUIT_OPEN) {
-            /* hi is opened_at of this lo's generation only if lo did not move
-             * while we read hi. */
-            if (circuit__load128_lo(&b->core) != c.lo)
-                continue;
             int64_t opened = (int64_t)c.hi;
             if (now < opened || now - opened < b->cfg.open_for_ns)
                 return c;
             uint32_t g1 = (circuit__gen(c.lo) + 1) & (uint32_t)CIRCUIT__GEN_MASK;
-            circuit__bit0_preset(b, g1, c.lo);
+            uint32_t reuse = 0;
+            if (!circuit__slot0_reserve(b, g1, c.lo, now, &reuse))
+                continue;
             circuit__u128 nw = {circuit__mklo(CIRCUIT_HALF_OPEN, g1, 0), 0};
             if (circuit__cas128(&b->core, &c, nw)) {
-                if (want_probe && !*slot0) {
-                    *slot0 = true;
-                    *slot0_gen = g1;
+                if (slot0 && !slot0->held) {
+                    slot0->held = true;
+                    slot0->gen = g1;
+                    slot0->reuse = reuse;
                 } else {
-                    circuit__bit_clear(b, 0, g1);
+                    circuit__slot_free(b, 0, g1, reuse, false, 0);
                 }
                 circuit_counts zero = {0, 0, 0, 0, 0};
                 circuit__publish(b, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, g1, &zero, call_ctx);

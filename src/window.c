@@ -20,12 +20,15 @@
  * window >= 2) is always there. A window of 1 needs no ring: the evicted
  * result is the last outcome kept in the word.
  *
- * Ring writes are compare-and-swaps that only ever replace an OLDER record
- * (serial-number order on generation, then on seq modulo seq_mod), so a
- * thread stopped for a while cannot overwrite a newer failure with the one
- * it meant to write; a late write of an old record is harmless, since an
- * eviction matches the exact seq. The order is exact while fewer than 2^31
- * results of one generation pass during one thread's stop.
+ * A record is written only while it is the pending one (the state word is
+ * still in its generation, at seq s+1), by a compare-and-swap from the value
+ * read before that check: a thread stopped for a while cannot write an old
+ * record over a newer one. When a success evicts a failure, the evicting
+ * thread clears the failure's record (a CAS from exactly that record), so a
+ * slot never keeps a record from a lap ago: seq counts modulo seq_mod (about
+ * 2^32), and a record left for that long would alias a later result. Both
+ * stay exact unless one thread is stopped, inside done, for about 2^32
+ * results of one generation.
  *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
  * counting window; the CAS and loads are ck_pr (src/atomics.h).
@@ -42,30 +45,27 @@ static inline uint64_t rec_make(uint32_t gen, uint32_t seq, bool failure)
 static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
 
-/* true when record r is older than (gen, seq) */
-static bool rec_older(const circuit_breaker *b, uint64_t r, uint32_t gen, uint32_t seq)
-{
-    if (!(r & REC_VALID))
-        return true;
-    uint32_t rg = rec_gen(r);
-    if (rg != gen)
-        return circuit__gen_after(gen, rg);
-    uint32_t rs = rec_seq(r);
-    if (rs == seq)
-        return false;
-    uint64_t d = circuit__seq_sub(b, seq, rs);
-    return d < b->seq_mod / 2;
-}
-
 void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
     uint64_t want = rec_make(gen, seq, true);
     uint64_t cur = circuit__load_acq(slot);
-    while (rec_older(b, cur, gen, seq)) {
+    while (cur != want) {
+        /* Pending means the state word is at (gen, seq + 1). Later than that,
+         * the thread that moved it past seq + 1 wrote this record first. */
+        uint64_t lo = circuit__load128_lo(&b->core);
+        if (circuit__gen(lo) != gen || circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
+            return;
         if (circuit__cas(slot, &cur, want))
             return;
     }
+}
+
+void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
+{
+    uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
+    uint64_t old = rec_make(gen, seq, true);
+    circuit__cas(slot, &old, 0); /* fails harmlessly if a newer record is there */
 }
 
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
@@ -99,8 +99,10 @@ void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *
 }
 
 /* Computes the word after appending one result to c (closed or half-open).
- * When c is stale the result is garbage, and the caller's CAS from c fails. */
-void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
+ * Returns true when the result it evicts was a failure recorded in the ring
+ * (the caller clears that record once its CAS succeeds). When c is stale the
+ * result is garbage, and the caller's CAS from c fails. */
+bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
 {
     uint32_t seq = circuit__seq(c.lo);
     uint32_t gen = circuit__gen(c.lo);
@@ -109,6 +111,7 @@ void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
     bool full = (hi & CIRCUIT__HI_FULL) != 0;
     bool last_fail = (hi & CIRCUIT__HI_LAST_FAIL) != 0;
     uint32_t run = circuit__hi_run(hi);
+    bool evicted_failure = false;
 
     if (b->window == 1) {
         if (full && last_fail)
@@ -117,8 +120,10 @@ void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
     } else if (full) {
         uint32_t old = (uint32_t)circuit__seq_sub(b, seq, b->window);
         uint64_t r = circuit__load_acq(&b->ring[circuit__mod_window(b, seq)]);
-        if ((r & REC_VALID) && rec_gen(r) == gen && rec_seq(r) == old && fail > 0)
+        if ((r & REC_VALID) && rec_gen(r) == gen && rec_seq(r) == old && fail > 0) {
             fail--; /* the evicted result was a failure */
+            evicted_failure = true;
+        }
     } else if (seq + 1 == b->window) {
         full = true;
     }
@@ -134,6 +139,7 @@ void circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
+    return evicted_failure;
 }
 
 uint64_t circuit__hi_add_timeout(uint64_t hi)

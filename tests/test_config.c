@@ -1,0 +1,529 @@
+/*
+ * SPEC CFG1-CFG4: configuration checks, messages, out of memory, and the
+ * programming errors that abort.
+ */
+#include <limits.h>
+
+#include "helpers.h"
+
+static circuit_spec valid_spec(fx *f)
+{
+    fx_init(f, 4, 2, OPEN_FOR, PROBE_TO);
+    return f->spec;
+}
+
+static int try_new(circuit_spec *s, circuit_breaker **out, char *err, size_t len)
+{
+    *out = (circuit_breaker *)(uintptr_t)0x1; /* must be overwritten with NULL on failure */
+    return circuit_new(out, s, err, len);
+}
+
+/* ---- CFG1 ------------------------------------------------------------------ */
+
+Test(config, CFG1_extreme_valid_values_are_accepted)
+{
+    static const int counts[] = {1, 2, CIRCUIT_MAX_COUNT};
+    static const int64_t times[] = {1, INT64_MAX};
+    fx f;
+    for (size_t w = 0; w < 3; w++)
+        for (size_t p = 0; p < 3; p++)
+            for (size_t o = 0; o < 2; o++)
+                for (size_t t = 0; t < 2; t++) {
+                    circuit_spec s = valid_spec(&f);
+                    s.config = (circuit_config){counts[w], counts[p], times[o], times[t]};
+                    circuit_breaker *b = NULL;
+                    char err[128] = "x";
+                    int rc = circuit_new(&b, &s, err, sizeof err);
+                    cr_assert_eq(rc, 0, "window %d probes %d open_for %lld probe_timeout %lld: %d %s",
+                                 counts[w], counts[p], (long long)times[o], (long long)times[t],
+                                 rc, err);
+                    cr_assert_not_null(b);
+                    cr_assert_eq(circuit_get_state(b), CIRCUIT_CLOSED);
+                    circuit_free(b);
+                }
+}
+
+Test(config, CFG1_out_of_range_values_are_rejected_not_clamped)
+{
+    static const int bad_counts[] = {0, -1, CIRCUIT_MAX_COUNT + 1, INT_MIN, INT_MAX};
+    static const int64_t bad_times[] = {0, -1, INT64_MIN};
+    fx f;
+    char err[256];
+    circuit_breaker *b;
+    for (size_t i = 0; i < sizeof bad_counts / sizeof bad_counts[0]; i++) {
+        circuit_spec s = valid_spec(&f);
+        s.config.window = bad_counts[i];
+        cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL, "window %d", bad_counts[i]);
+        cr_assert_null(b);
+        s = valid_spec(&f);
+        s.config.probes = bad_counts[i];
+        cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL, "probes %d", bad_counts[i]);
+        cr_assert_null(b);
+    }
+    for (size_t i = 0; i < sizeof bad_times / sizeof bad_times[0]; i++) {
+        circuit_spec s = valid_spec(&f);
+        s.config.open_for_ns = bad_times[i];
+        cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL, "open_for %lld",
+                     (long long)bad_times[i]);
+        cr_assert_null(b);
+        s = valid_spec(&f);
+        s.config.probe_timeout_ns = bad_times[i];
+        cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL, "probe_timeout %lld",
+                     (long long)bad_times[i]);
+        cr_assert_null(b);
+    }
+}
+
+Test(config, CFG1_values_are_used_as_given)
+{
+    /* window 3 is not rounded to a power of two: the 4th result evicts the 1st. */
+    fx f;
+    fx_init(&f, 3, 3, 7, 5);
+    f.p.trip_run = 0;
+    fx_build(&f);
+    fx_call(&f, RS_FAIL);
+    fx_call(&f, RS_OK);
+    fx_call(&f, RS_OK);
+    fx_call(&f, RS_OK);
+    cr_assert_eq(f.p.trip_calls, 4);
+    assert_counts(&f.p.trip_seen[2], 2, 1, 2, 0, 0);
+    assert_counts(&f.p.trip_seen[3], 3, 0, 3, 0, 0);
+    /* open_for 7 ns exactly, probes 3 exactly */
+    f.p.trip_run = 1;
+    circuit_test_clock_set(T0);
+    fx_call(&f, RS_FAIL);
+    circuit_test_clock_set(T0 + 6);
+    circuit_ticket t[4];
+    circuit_rejection rej;
+    cr_assert_not(circuit_allow(f.b, NULL, &t[0], &rej));
+    assert_rejected(rej, CIRCUIT_OPEN, 1);
+    circuit_test_clock_set(T0 + 7);
+    for (int i = 0; i < 3; i++)
+        cr_assert(circuit_allow(f.b, NULL, &t[i], &rej), "probe %d", i);
+    cr_assert_not(circuit_allow(f.b, NULL, &t[3], &rej));
+    assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    for (int i = 0; i < 3; i++)
+        circuit_release(&t[i]);
+    fx_free(&f);
+}
+
+/* ---- CFG2 ------------------------------------------------------------------ */
+
+/* true when `tok` occurs in s as a whole number (not inside a longer one) */
+static bool has_number(const char *s, const char *tok)
+{
+    size_t n = strlen(tok);
+    for (const char *p = strstr(s, tok); p; p = strstr(p + 1, tok)) {
+        bool left = p == s || !(p[-1] >= '0' && p[-1] <= '9') || tok[0] == '-';
+        bool right = !(p[n] >= '0' && p[n] <= '9');
+        if (p != s && tok[0] != '-' && p[-1] == '-')
+            left = false;
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+static const char *const field_names[] = {"window", "probes", "open_for_ns", "probe_timeout_ns"};
+
+/* The text that describes `field`: from its name to the next field's name. */
+static void field_segment(const char *msg, const char *field, char *seg, size_t len)
+{
+    const char *p = strstr(msg, field);
+    cr_assert_not_null(p, "the message does not name %s: %s", field, msg);
+    const char *end = p + strlen(p);
+    for (size_t i = 0; i < 4; i++) {
+        const char *q = strstr(p + strlen(field), field_names[i]);
+        if (q && q < end)
+            end = q;
+    }
+    size_t n = (size_t)(end - p) < len - 1 ? (size_t)(end - p) : len - 1;
+    memcpy(seg, p, n);
+    seg[n] = '\0';
+}
+
+static void assert_field(const char *msg, const char *field, const char *value, const char *bound)
+{
+    char seg[256];
+    field_segment(msg, field, seg, sizeof seg);
+    cr_assert(has_number(seg, value), "%s: the value %s is not given in \"%s\" (message: %s)",
+              field, value, seg, msg);
+    cr_assert(has_number(seg, bound), "%s: the bound %s is not given in \"%s\" (message: %s)",
+              field, bound, seg, msg);
+}
+
+Test(config, CFG2_one_message_names_every_invalid_field_with_bound_and_value)
+{
+    fx f;
+    circuit_spec s = valid_spec(&f);
+    s.config = (circuit_config){0, CIRCUIT_MAX_COUNT + 1, INT64_MIN, -7};
+    char err[512];
+    memset(err, 'z', sizeof err);
+    circuit_breaker *b;
+    cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL);
+    cr_assert_null(b);
+    cr_assert_not_null(memchr(err, '\0', sizeof err), "not NUL-terminated");
+    cr_assert_null(strchr(err, '\n'), "one message, one line: %s", err);
+    assert_field(err, "window", "0", "65536");
+    assert_field(err, "probes", "65537", "65536");
+    assert_field(err, "open_for_ns", "-9223372036854775808", "0");
+    assert_field(err, "probe_timeout_ns", "-7", "0");
+}
+
+Test(config, CFG2_only_the_invalid_fields_are_named)
+{
+    fx f;
+    char err[512];
+    circuit_breaker *b;
+    for (int bad = 0; bad < 4; bad++) {
+        circuit_spec s = valid_spec(&f);
+        switch (bad) {
+        case 0: s.config.window = -3; break;
+        case 1: s.config.probes = 0; break;
+        case 2: s.config.open_for_ns = 0; break;
+        default: s.config.probe_timeout_ns = -1; break;
+        }
+        cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL);
+        cr_assert_null(b);
+        for (int i = 0; i < 4; i++) {
+            /* "probes" is not a prefix of "probe_timeout_ns": plain search works */
+            bool named = strstr(err, field_names[i]) != NULL;
+            cr_assert_eq(named, i == bad, "field %s (invalid: %s): %s", field_names[i],
+                         field_names[bad], err);
+        }
+    }
+    circuit_spec s = valid_spec(&f);
+    s.config.window = -3;
+    cr_assert_eq(try_new(&s, &b, err, sizeof err), EINVAL);
+    assert_field(err, "window", "-3", "65536");
+    assert_field(err, "window", "-3", "1");
+}
+
+Test(config, CFG2_errbuf_is_truncated_safely)
+{
+    fx f;
+    circuit_spec s = valid_spec(&f);
+    s.config = (circuit_config){0, 0, 0, 0};
+    circuit_breaker *b;
+    char full[512];
+    cr_assert_eq(try_new(&s, &b, full, sizeof full), EINVAL);
+    size_t n = strlen(full);
+    cr_assert_gt(n, 20);
+
+    for (size_t len = 1; len <= 6; len++) {
+        char buf[16];
+        memset(buf, '#', sizeof buf);
+        cr_assert_eq(try_new(&s, &b, buf, len), EINVAL);
+        cr_assert_null(b);
+        cr_assert_eq(buf[len - 1], '\0', "len %zu: not terminated", len);
+        cr_assert_eq(memcmp(buf, full, len - 1), 0, "len %zu: not a prefix", len);
+        for (size_t i = len; i < sizeof buf; i++)
+            cr_assert_eq(buf[i], '#', "len %zu: byte %zu written past the end", len, i);
+    }
+    /* exactly the message plus its NUL; and one byte short */
+    char exact[512];
+    memset(exact, '#', sizeof exact);
+    cr_assert_eq(try_new(&s, &b, exact, n + 1), EINVAL);
+    cr_assert_str_eq(exact, full);
+    cr_assert_eq(exact[n + 1], '#');
+    memset(exact, '#', sizeof exact);
+    cr_assert_eq(try_new(&s, &b, exact, n), EINVAL);
+    cr_assert_eq(exact[n - 1], '\0');
+    cr_assert_eq(memcmp(exact, full, n - 1), 0);
+    cr_assert_eq(exact[n], '#');
+}
+
+Test(config, CFG2_null_errbuf_and_zero_length)
+{
+    fx f;
+    circuit_spec s = valid_spec(&f);
+    s.config.probes = -1;
+    circuit_breaker *b;
+    cr_assert_eq(try_new(&s, &b, NULL, 0), EINVAL);
+    cr_assert_null(b);
+    cr_assert_eq(try_new(&s, &b, NULL, 100), EINVAL);
+    cr_assert_null(b);
+    char buf[8];
+    memset(buf, '#', sizeof buf);
+    cr_assert_eq(try_new(&s, &b, buf, 0), EINVAL);
+    for (size_t i = 0; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], '#', "errbuf_len 0 wrote byte %zu", i);
+    /* a valid config with NULL errbuf */
+    s = valid_spec(&f);
+    cr_assert_eq(circuit_new(&b, &s, NULL, 0), 0);
+    cr_assert_not_null(b);
+    circuit_free(b);
+}
+
+/* ---- CFG3 ------------------------------------------------------------------ */
+
+static void enomem_sweep(int window, int probes)
+{
+    fx f;
+    fx_init(&f, window, probes, OPEN_FOR, PROBE_TO);
+    int failures = 0;
+    for (int64_t k = 1; k < 64; k++) {
+        int64_t live0 = A_LOAD(&alloc_live);
+        A_STORE(&alloc_calls, 0);
+        A_STORE(&alloc_fail_at, k);
+        circuit_breaker *b = (circuit_breaker *)(uintptr_t)0x1;
+        char err[64];
+        int rc = circuit_new(&b, &f.spec, err, sizeof err);
+        A_STORE(&alloc_fail_at, 0);
+        if (A_LOAD(&alloc_calls) < k) {
+            /* fewer than k allocations: nothing failed, it must have worked */
+            cr_assert_eq(rc, 0, "window %d probes %d: rc %d with no failed allocation", window,
+                         probes, rc);
+            cr_assert_not_null(b);
+            cr_assert_gt(A_LOAD(&alloc_live), live0);
+            circuit_free(b);
+            cr_assert_eq(A_LOAD(&alloc_live), live0, "circuit_free leaked %lld blocks",
+                         (long long)(A_LOAD(&alloc_live) - live0));
+            cr_assert_gt(failures, 0, "circuit_new made no allocation at all");
+            return;
+        }
+        cr_assert_eq(rc, ENOMEM, "window %d probes %d: allocation %lld failed, rc %d", window,
+                     probes, (long long)k, rc);
+        cr_assert_null(b, "allocation %lld failed: *out not NULL", (long long)k);
+        cr_assert_eq(A_LOAD(&alloc_live), live0, "allocation %lld failed: %lld blocks leaked",
+                     (long long)k, (long long)(A_LOAD(&alloc_live) - live0));
+        failures++;
+    }
+    cr_assert_fail("circuit_new never succeeded");
+}
+
+Test(config, CFG3_enomem_at_every_allocation_leaks_nothing)
+{
+    enomem_sweep(1, 1);
+    enomem_sweep(8, 40);
+    enomem_sweep(CIRCUIT_MAX_COUNT, CIRCUIT_MAX_COUNT);
+}
+
+Test(config, CFG3_success_returns_zero_and_a_closed_breaker)
+{
+    fx f;
+    fx_init(&f, 5, 5, OPEN_FOR, PROBE_TO);
+    circuit_breaker *b = NULL;
+    char err[64];
+    memset(err, '#', sizeof err);
+    cr_assert_eq(circuit_new(&b, &f.spec, err, sizeof err), 0);
+    cr_assert_not_null(b);
+    cr_assert_eq(circuit_get_state(b), CIRCUIT_CLOSED);
+    circuit_free(b);
+    circuit_free(NULL); /* does nothing */
+}
+
+/* ---- CFG4: programming errors abort naming the cause ---------------------------- */
+
+typedef struct abort_case {
+    fx f;
+    int which;
+} abort_case;
+
+static void new_with(void *arg)
+{
+    abort_case *a = (abort_case *)arg;
+    circuit_spec s = a->f.spec;
+    circuit_breaker *b = NULL;
+    switch (a->which) {
+    case 0: circuit_new(NULL, &s, NULL, 0); break;
+    case 1: circuit_new(&b, NULL, NULL, 0); break;
+    case 2: s.policy.trip = NULL; circuit_new(&b, &s, NULL, 0); break;
+    case 3: s.policy.probe = NULL; circuit_new(&b, &s, NULL, 0); break;
+    case 4: s.classify = NULL; circuit_new(&b, &s, NULL, 0); break;
+    default: s.observe = NULL; circuit_new(&b, &s, NULL, 0); break;
+    }
+    circuit_free(b);
+}
+
+static abort_case *new_case(int which)
+{
+    static abort_case a;
+    fx_init(&a.f, 2, 1, OPEN_FOR, PROBE_TO);
+    a.which = which;
+    return &a;
+}
+
+Test(config, CFG4_new_with_null_out_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(0), "out is NULL");
+    new_with(new_case(0));
+}
+
+Test(config, CFG4_new_with_null_spec_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(1), "spec is NULL");
+    new_with(new_case(1));
+}
+
+Test(config, CFG4_new_with_null_trip_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(2), "policy.trip is NULL");
+    new_with(new_case(2));
+}
+
+Test(config, CFG4_new_with_null_probe_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(3), "policy.probe is NULL");
+    new_with(new_case(3));
+}
+
+Test(config, CFG4_new_with_null_classify_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(4), "classify is NULL");
+    new_with(new_case(4));
+}
+
+Test(config, CFG4_new_with_null_observe_aborts, .signal = SIGABRT)
+{
+    expect_abort(new_with, new_case(5), "observe is NULL");
+    new_with(new_case(5));
+}
+
+Test(config, CFG4_null_checks_come_before_config_checks, .signal = SIGABRT)
+{
+    /* an invalid config does not hide a NULL callback */
+    abort_case *a = new_case(4);
+    a->f.spec.config.window = 0;
+    expect_abort(new_with, a, "classify is NULL");
+    new_with(a);
+}
+
+/* NULL breaker */
+static void null_breaker(void *arg)
+{
+    circuit_ticket t;
+    switch ((int)(intptr_t)arg) {
+    case 0: circuit_allow(NULL, NULL, &t, NULL); break;
+    default: circuit_get_state(NULL); break;
+    }
+}
+
+Test(config, CFG4_allow_on_null_breaker_aborts, .signal = SIGABRT)
+{
+    expect_abort(null_breaker, (void *)(intptr_t)0, "breaker is NULL");
+    null_breaker((void *)(intptr_t)0);
+}
+
+Test(config, CFG4_get_state_on_null_breaker_aborts, .signal = SIGABRT)
+{
+    expect_abort(null_breaker, (void *)(intptr_t)1, "breaker is NULL");
+    null_breaker((void *)(intptr_t)1);
+}
+
+/* a breaker not built by circuit_new: zeroed memory, and random bytes */
+static _Alignas(64) unsigned char fake_breaker[8192];
+
+static void foreign_breaker(void *arg)
+{
+    int which = (int)(intptr_t)arg;
+    circuit_breaker *b = (circuit_breaker *)(void *)fake_breaker;
+    circuit_ticket t;
+    switch (which % 3) {
+    case 0: circuit_allow(b, NULL, &t, NULL); break;
+    case 1: circuit_get_state(b); break;
+    default: circuit_free(b); break;
+    }
+}
+
+static void *foreign_arg(int which, unsigned char fill)
+{
+    memset(fake_breaker, fill, sizeof fake_breaker);
+    return (void *)(intptr_t)which;
+}
+
+Test(config, CFG4_allow_on_foreign_breaker_aborts, .signal = SIGABRT)
+{
+    expect_abort(foreign_breaker, foreign_arg(0, 0xa5), "not built by circuit_new");
+    expect_abort(foreign_breaker, foreign_arg(0, 0), "not built by circuit_new");
+    foreign_breaker(foreign_arg(0, 0));
+}
+
+Test(config, CFG4_get_state_on_foreign_breaker_aborts, .signal = SIGABRT)
+{
+    expect_abort(foreign_breaker, foreign_arg(1, 0x5a), "not built by circuit_new");
+    foreign_breaker(foreign_arg(1, 0));
+}
+
+Test(config, CFG4_free_of_foreign_breaker_aborts, .signal = SIGABRT)
+{
+    expect_abort(foreign_breaker, foreign_arg(2, 0x33), "not built by circuit_new");
+    foreign_breaker(foreign_arg(2, 0));
+}
+
+/* NULL ticket */
+static fx null_ticket_fx;
+
+static void null_ticket(void *arg)
+{
+    switch ((int)(intptr_t)arg) {
+    case 0: circuit_allow(null_ticket_fx.b, NULL, NULL, NULL); break;
+    case 1: circuit_done(NULL, 0); break;
+    default: circuit_release(NULL); break;
+    }
+}
+
+static void *null_ticket_arg(int which)
+{
+    fx_new(&null_ticket_fx, 2, 1, OPEN_FOR, PROBE_TO);
+    return (void *)(intptr_t)which;
+}
+
+Test(config, CFG4_allow_with_null_ticket_aborts, .signal = SIGABRT)
+{
+    expect_abort(null_ticket, null_ticket_arg(0), "ticket is NULL");
+    null_ticket((void *)(intptr_t)0);
+}
+
+Test(config, CFG4_done_with_null_ticket_aborts, .signal = SIGABRT)
+{
+    expect_abort(null_ticket, null_ticket_arg(1), "ticket is NULL");
+    null_ticket((void *)(intptr_t)1);
+}
+
+Test(config, CFG4_release_with_null_ticket_aborts, .signal = SIGABRT)
+{
+    expect_abort(null_ticket, null_ticket_arg(2), "ticket is NULL");
+    null_ticket((void *)(intptr_t)2);
+}
+
+/* a ticket circuit_allow never filled */
+static circuit_ticket garbage_ticket;
+
+static void unfilled_ticket(void *arg)
+{
+    switch ((int)(intptr_t)arg) {
+    case 0: circuit_done(&garbage_ticket, 0); break;
+    default: circuit_release(&garbage_ticket); break;
+    }
+}
+
+static void *garbage(int which, unsigned char fill)
+{
+    memset(&garbage_ticket, fill, sizeof garbage_ticket);
+    return (void *)(intptr_t)which;
+}
+
+Test(config, CFG4_done_on_unfilled_ticket_aborts, .signal = SIGABRT)
+{
+    expect_abort(unfilled_ticket, garbage(0, 0x77), "not filled by circuit_allow");
+    expect_abort(unfilled_ticket, garbage(0, 0xff), "not filled by circuit_allow");
+    /* blank (CIRCUIT_TICKET_INIT): nothing to settle */
+    expect_abort(unfilled_ticket, garbage(0, 0), "not filled by circuit_allow");
+    unfilled_ticket(garbage(0, 0x77));
+}
+
+Test(config, CFG4_release_of_garbage_ticket_aborts, .signal = SIGABRT)
+{
+    expect_abort(unfilled_ticket, garbage(1, 0x77), "not filled by circuit_allow");
+    expect_abort(unfilled_ticket, garbage(1, 0xff), "not filled by circuit_allow");
+    unfilled_ticket(garbage(1, 0x77));
+}
+
+Test(config, CFG4_release_of_blank_ticket_does_nothing)
+{
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_release(&t);
+    circuit_release(&t);
+    { CIRCUIT_TICKET_GUARD(g); (void)g; } /* a guard left before allow */
+}

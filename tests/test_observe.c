@@ -1,0 +1,558 @@
+/*
+ * SPEC O1-O6: delivering transitions to observe.
+ */
+#include "helpers.h"
+
+/* ---- O1 ---------------------------------------------------------------------- */
+
+Test(observe, O1_every_transition_once_in_generation_order)
+{
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.p.reopen_timeouts = 1;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    int64_t made = 0;
+    for (int cycle = 0; cycle < 150; cycle++) {
+        fx_call(&f, RS_FAIL);
+        fx_call(&f, RS_FAIL); /* C -> O */
+        circuit_test_clock_advance(OPEN_FOR);
+        switch (cycle % 3) {
+        case 0:
+            fx_call(&f, RS_OK);
+            fx_call(&f, RS_OK); /* O -> H, H -> C */
+            made += 3;
+            break;
+        case 1: {
+            fx_call(&f, RS_FAIL); /* O -> H, H -> O */
+            circuit_test_clock_advance(OPEN_FOR);
+            fx_call(&f, RS_OK);
+            fx_call(&f, RS_OK); /* O -> H, H -> C */
+            made += 5;
+            break;
+        }
+        default: {
+            circuit_ticket t;
+            cr_assert(circuit_allow(f.b, NULL, &t, NULL)); /* O -> H */
+            circuit_test_clock_advance(PROBE_TO);
+            circuit_ticket u;
+            cr_assert_not(circuit_allow(f.b, NULL, &u, NULL)); /* timeout: H -> O */
+            circuit_release(&t);
+            circuit_test_clock_advance(OPEN_FOR);
+            fx_call(&f, RS_OK);
+            fx_call(&f, RS_OK);
+            made += 5;
+        }
+        }
+        cr_assert_eq(f.log.n, made, "cycle %d: %lld delivered, %lld made", cycle,
+                     (long long)f.log.n, (long long)made);
+    }
+    cr_assert_eq(f.log.order_errors, 0);
+    cr_assert_gt(made, LOG_MAX);
+    circuit_state prev = CIRCUIT_CLOSED;
+    for (int i = 0; i < LOG_MAX; i++) {
+        cr_assert_eq(f.log.tr[i].generation, (uint64_t)i + 1);
+        cr_assert_eq(f.log.tr[i].from, prev, "transition %d", i);
+        cr_assert_neq(f.log.tr[i].to, f.log.tr[i].from);
+        prev = f.log.tr[i].to;
+    }
+    fx_free(&f);
+}
+
+typedef struct hammer {
+    fx *f;
+    int seed;
+    int iterations;
+} hammer;
+
+static void *hammer_thread(void *arg)
+{
+    hammer *h = (hammer *)arg;
+    uint32_t x = (uint32_t)h->seed * 2654435761u + 1;
+    for (int i = 0; i < h->iterations; i++) {
+        x = x * 1103515245u + 12345u;
+        uint32_t r = (x >> 8) % 16;
+        if (r == 0) {
+            circuit_test_clock_advance(OPEN_FOR / 4);
+            continue;
+        }
+        if (r == 1) {
+            (void)circuit_get_state(h->f->b);
+            continue;
+        }
+        circuit_ticket t;
+        if (!circuit_allow(h->f->b, h, &t, NULL))
+            continue;
+        if (r == 2)
+            circuit_release(&t);
+        else
+            circuit_done(&t, r < 8 ? RS_FAIL : (r == 15 ? RS_IGN : RS_OK));
+    }
+    return NULL;
+}
+
+static void busy_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    (void)t;
+    /* stay a little while inside, calling the breaker, to widen any overlap */
+    for (int i = 0; i < 200; i++)
+        (void)circuit_get_state(f->b);
+}
+
+static void hammer_run(fx *f, int threads, int iterations)
+{
+    pthread_t th[8];
+    hammer h[8];
+    for (int i = 0; i < threads; i++) {
+        h[i] = (hammer){f, i + 1, iterations};
+        pthread_create(&th[i], NULL, hammer_thread, &h[i]);
+    }
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+}
+
+Test(observe, O1_exactly_once_in_order_under_concurrent_calls)
+{
+    fx f;
+    fx_init(&f, 8, 2, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 3;
+    f.p.close_run = 2;
+    f.p.reopen_timeouts = 1;
+    f.log.extra = busy_observe;
+    fx_build(&f);
+    hammer_run(&f, 3, 20000);
+    /* every call has returned: nothing stranded (O3) */
+    cr_assert_eq(circuit_test_pending(f.b), 0);
+    cr_assert_eq(f.log.order_errors, 0, "a transition was delivered twice, out of order or lost");
+    cr_assert_gt(f.log.n, 10, "too few transitions to mean anything");
+    cr_assert_eq(f.log.last_gen, (uint64_t)f.log.n);
+    cr_assert_eq(f.p.sum_violations, 0);
+    fx_free(&f);
+}
+
+/* ---- O2 ---------------------------------------------------------------------- */
+
+Test(observe, O2_observe_never_runs_concurrently_with_itself)
+{
+    fx f;
+    fx_init(&f, 4, 4, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.p.close_run = 1;
+    f.log.extra = busy_observe;
+    fx_build(&f);
+    hammer_run(&f, 4, 20000);
+    cr_assert_eq(f.log.max_inside, 1, "observe ran %lld times at once", (long long)f.log.max_inside);
+    cr_assert_gt(f.log.n, 10);
+    cr_assert_eq(f.log.order_errors, 0);
+    cr_assert_eq(circuit_test_pending(f.b), 0);
+    fx_free(&f);
+}
+
+typedef struct o2_state {
+    int fired;
+    int64_t delivered_inside;  /* log.n seen right after the nested calls */
+    int64_t pending_inside;
+    int ctx_nested;
+} o2_state;
+
+static void o2_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    o2_state *st = (o2_state *)f->user;
+    if (t->generation != 1 || st->fired++)
+        return;
+    /* any function of the breaker, allow and done included */
+    cr_assert_eq(circuit_get_state(f->b), CIRCUIT_OPEN);
+    circuit_test_clock_advance(OPEN_FOR);
+    circuit_ticket a;
+    cr_assert(circuit_allow(f->b, &st->ctx_nested, &a, NULL)); /* O -> H */
+    cr_assert(circuit_done(&a, RS_OK));
+    fx_call(f, RS_OK); /* H -> C */
+    circuit_ticket r;
+    cr_assert(circuit_allow(f->b, NULL, &r, NULL));
+    circuit_release(&r);
+    st->delivered_inside = A_LOAD(&f->log.n);
+    st->pending_inside = circuit_test_pending(f->b);
+}
+
+Test(observe, O2_observe_may_call_allow_and_done_and_gets_their_transitions_after)
+{
+    fx f;
+    o2_state st;
+    memset(&st, 0, sizeof st);
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.user = &st;
+    f.log.extra = o2_observe;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    fx_call(&f, RS_FAIL);
+    fx_call(&f, RS_FAIL);
+    cr_assert_eq(st.delivered_inside, 1, "a nested transition was delivered inside observe");
+    cr_assert_eq(st.pending_inside, 2);
+    cr_assert_eq(f.log.n, 3, "nested transitions not delivered after observe returned");
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_OPEN, 1);
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 2);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED, 3);
+    cr_assert_eq(f.log.ctx[1], &st.ctx_nested);
+    cr_assert_eq(f.log.max_inside, 1);
+    cr_assert_eq(circuit_test_pending(f.b), 0);
+    fx_free(&f);
+}
+
+/* ---- O3 ---------------------------------------------------------------------- */
+
+Test(observe, O3_a_transition_is_delivered_before_its_call_returns)
+{
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.p.reopen_timeouts = 1;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    fx_call(&f, RS_FAIL);
+    cr_assert_eq(f.log.n, 0);
+    circuit_ticket t, u;
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_FAIL));
+    cr_assert_eq(f.log.n, 1, "done returned before delivering closed -> open");
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert_eq(f.log.n, 2, "allow returned before delivering open -> half-open");
+    circuit_test_clock_advance(PROBE_TO);
+    cr_assert_not(circuit_allow(f.b, NULL, &u, NULL));
+    cr_assert_eq(f.log.n, 3, "allow returned before delivering the timeout's reopen");
+    circuit_release(&t);
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_OK));
+    cr_assert_eq(f.log.n, 4);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_OK));
+    cr_assert_eq(f.log.n, 5, "done returned before delivering half-open -> closed");
+    fx_free(&f);
+}
+
+typedef struct o3_ctx {
+    fx f;
+    pthread_t deliverer;
+    pthread_t by[8];
+} o3_ctx;
+
+static void o3_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    o3_ctx *c = (o3_ctx *)f->user;
+    if (t->generation < 8)
+        c->by[t->generation] = pthread_self();
+}
+
+static void *o3_thread(void *arg)
+{
+    o3_ctx *c = (o3_ctx *)arg;
+    park_me_at(CIRCUIT_TP_DELIVERY_WON);
+    fx_call(&c->f, RS_FAIL);
+    fx_call(&c->f, RS_FAIL); /* trips, wins delivery, parks */
+    return NULL;
+}
+
+Test(observe, O3_a_thread_already_delivering_delivers_it_and_none_is_stranded)
+{
+    static o3_ctx c;
+    fx_init(&c.f, 4, 1, OPEN_FOR, PROBE_TO);
+    c.f.user = &c;
+    c.f.log.extra = o3_observe;
+    fx_build(&c.f);
+    park_setup();
+    circuit_test_clock_set(T0);
+    pthread_create(&c.deliverer, NULL, o3_thread, &c);
+    park_wait();
+    cr_assert_eq(c.f.log.n, 0);
+    /* this thread makes two transitions while the other one holds delivery:
+     * its calls return without waiting */
+    circuit_test_clock_advance(OPEN_FOR);
+    fx_call(&c.f, RS_OK);
+    fx_call(&c.f, RS_OK);
+    cr_assert_eq(circuit_get_state(c.f.b), CIRCUIT_CLOSED);
+    cr_assert_eq(c.f.log.n, 0);
+    cr_assert_eq(circuit_test_pending(c.f.b), 3);
+    park_release();
+    pthread_join(c.deliverer, NULL);
+    cr_assert_eq(c.f.log.n, 3, "stranded transitions");
+    cr_assert_eq(circuit_test_pending(c.f.b), 0);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    for (uint64_t g = 1; g <= 3; g++)
+        cr_assert(pthread_equal(c.by[g], c.deliverer), "generation %llu delivered by another thread",
+                  (unsigned long long)g);
+    fx_free(&c.f);
+}
+
+/* ---- transitions left pending by an observe that unwinds (O4, O5) ---------------- */
+
+typedef struct unwind_ctx {
+    fx f;
+    int fired;
+    int ctx_thread;
+} unwind_ctx;
+
+static void unwind_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    unwind_ctx *c = (unwind_ctx *)f->user;
+    if (t->generation != 1 || c->fired++)
+        return;
+    circuit_test_clock_advance(OPEN_FOR);
+    fx_call(f, RS_OK); /* O -> H (generation 2), one success */
+    fx_call(f, RS_OK); /* H -> C (generation 3) */
+    pthread_exit(NULL);
+}
+
+static void *unwind_thread(void *arg)
+{
+    unwind_ctx *c = (unwind_ctx *)arg;
+    fx_call_ctx(&c->f, &c->ctx_thread, RS_FAIL);
+    fx_call_ctx(&c->f, &c->ctx_thread, RS_FAIL); /* trips; observe exits the thread */
+    return (void *)1;
+}
+
+static void leave_two_pending(unwind_ctx *c)
+{
+    void *ret = NULL;
+    pthread_t th;
+    pthread_create(&th, NULL, unwind_thread, c);
+    pthread_join(th, &ret);
+    cr_assert_null(ret, "observe did not unwind the thread");
+    cr_assert_eq(c->f.log.n, 1);
+    cr_assert_eq(circuit_test_pending(c->f.b), 2);
+    cr_assert_eq(circuit_get_state(c->f.b), CIRCUIT_CLOSED);
+}
+
+static void unwind_init(unwind_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    fx_init(&c->f, 4, 1, OPEN_FOR, PROBE_TO);
+    c->f.user = c;
+    c->f.log.extra = unwind_observe;
+    fx_build(&c->f);
+    circuit_test_clock_set(T0);
+}
+
+/* ---- O4 ---------------------------------------------------------------------- */
+
+static int64_t *o4_seen;
+static fx *o4_fx;
+
+static void o4_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_ALLOW_BEFORE_CAS && o4_seen && *o4_seen < 0)
+        *o4_seen = A_LOAD(&o4_fx->log.n);
+}
+
+Test(observe, O4_allow_delivers_what_is_pending_before_admitting)
+{
+    static unwind_ctx c;
+    unwind_init(&c);
+    leave_two_pending(&c);
+    int64_t seen = -1;
+    o4_seen = &seen;
+    o4_fx = &c.f;
+    circuit_test_set_hook(o4_hook, NULL);
+    circuit_ticket t;
+    cr_assert(circuit_allow(c.f.b, NULL, &t, NULL));
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(seen, 3, "allow decided with %lld of 3 transitions delivered", (long long)seen);
+    cr_assert_eq(circuit_test_pending(c.f.b), 0);
+    assert_tr(&c.f, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 2);
+    assert_tr(&c.f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED, 3);
+    cr_assert(circuit_done(&t, RS_OK));
+    fx_free(&c.f);
+}
+
+Test(observe, O4_pending_transitions_come_before_the_ones_allow_makes)
+{
+    static unwind_ctx c;
+    unwind_init(&c);
+    c.f.p.trip_run = 1;
+    leave_two_pending(&c);
+    fx_call(&c.f, RS_FAIL); /* delivers 2 and 3, then trips: 4 */
+    cr_assert_eq(c.f.log.n, 4);
+    circuit_test_clock_advance(OPEN_FOR);
+    circuit_ticket t;
+    cr_assert(circuit_allow(c.f.b, NULL, &t, NULL));
+    cr_assert_eq(c.f.log.n, 5);
+    assert_tr(&c.f, 3, CIRCUIT_CLOSED, CIRCUIT_OPEN, 4);
+    assert_tr(&c.f, 4, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 5);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    circuit_release(&t);
+    fx_free(&c.f);
+}
+
+/* ---- O5 ---------------------------------------------------------------------- */
+
+Test(observe, O5_observe_that_exits_the_thread_leaves_the_rest_to_the_next_allow)
+{
+    static unwind_ctx c;
+    unwind_init(&c);
+    leave_two_pending(&c);
+    circuit_ticket t;
+    cr_assert(circuit_allow(c.f.b, NULL, &t, NULL));
+    cr_assert_eq(c.f.log.n, 3);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    cr_assert(circuit_done(&t, RS_OK));
+    /* the breaker keeps working, and delivering */
+    fx_call(&c.f, RS_FAIL);
+    fx_call(&c.f, RS_FAIL);
+    cr_assert_eq(c.f.log.n, 4);
+    assert_tr(&c.f, 3, CIRCUIT_CLOSED, CIRCUIT_OPEN, 4);
+    circuit_test_clock_advance(OPEN_FOR);
+    fx_call(&c.f, RS_OK);
+    fx_call(&c.f, RS_OK);
+    cr_assert_eq(c.f.log.n, 6);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    cr_assert_eq(circuit_test_pending(c.f.b), 0);
+    fx_free(&c.f);
+}
+
+Test(observe, O5_observe_that_exits_the_thread_leaves_the_rest_to_the_next_done)
+{
+    static unwind_ctx c;
+    unwind_init(&c);
+    circuit_ticket old;
+    cr_assert(circuit_allow(c.f.b, NULL, &old, NULL)); /* admitted before: generation 0 */
+    leave_two_pending(&c);
+    cr_assert_not(circuit_done(&old, RS_FAIL)); /* late, but delivers */
+    cr_assert_eq(c.f.log.n, 3);
+    cr_assert_eq(circuit_test_pending(c.f.b), 0);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    fx_free(&c.f);
+}
+
+/* observe exits the thread while delivering the transition an allow made:
+ * the guard of that allow's ticket frees the probe slot. */
+typedef struct o5_guard_ctx {
+    fx f;
+    int armed;
+} o5_guard_ctx;
+
+static void o5_exit_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    o5_guard_ctx *c = (o5_guard_ctx *)f->user;
+    if (c->armed && t->to == CIRCUIT_HALF_OPEN)
+        pthread_exit(NULL);
+}
+
+static void *o5_guard_thread(void *arg)
+{
+    o5_guard_ctx *c = (o5_guard_ctx *)arg;
+    CIRCUIT_TICKET_GUARD(t);
+    if (circuit_allow(c->f.b, NULL, &t, NULL)) /* makes open -> half-open; observe exits */
+        circuit_done(&t, RS_OK);
+    return (void *)1;
+}
+
+Test(observe, O5_observe_unwinding_out_of_allow_leaves_a_consistent_breaker)
+{
+    static o5_guard_ctx c;
+    fx_init(&c.f, 4, 1, OPEN_FOR, PROBE_TO);
+    c.f.user = &c;
+    c.f.log.extra = o5_exit_observe;
+    fx_build(&c.f);
+    fx_half_open_due(&c.f);
+    c.armed = 1;
+    pthread_t th;
+    void *ret = NULL;
+    pthread_create(&th, NULL, o5_guard_thread, &c);
+    pthread_join(th, &ret);
+    cr_assert_null(ret);
+    c.armed = 0;
+    cr_assert_eq(c.f.log.n, 2);
+    cr_assert_eq(circuit_get_state(c.f.b), CIRCUIT_HALF_OPEN);
+    circuit_ticket u, v;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(c.f.b, NULL, &u, &rej), "the probe slot was not released by the guard");
+    cr_assert_not(circuit_allow(c.f.b, NULL, &v, &rej));
+    cr_assert_eq(c.f.p.probe_calls, 0);
+    cr_assert(circuit_done(&u, RS_OK));
+    fx_call(&c.f, RS_OK);
+    cr_assert_eq(circuit_get_state(c.f.b), CIRCUIT_CLOSED);
+    cr_assert_eq(c.f.log.n, 3);
+    fx_free(&c.f);
+}
+
+/* ---- O6 ---------------------------------------------------------------------- */
+
+Test(observe, O6_observe_gets_the_call_ctx_of_the_call_that_made_the_transition)
+{
+    fx f;
+    fx_init(&f, 4, 2, OPEN_FOR, PROBE_TO);
+    f.p.close_run = 1;
+    f.p.reopen_timeouts = 1;
+    fx_build(&f);
+    int ca, cb, cc, cd, ce, cf, cg;
+    circuit_ticket t, p1, p2, x;
+    circuit_test_clock_set(T0);
+    fx_call_ctx(&f, &cg, RS_FAIL);
+    /* done: the ctx given to the allow of its ticket */
+    cr_assert(circuit_allow(f.b, &ca, &t, NULL));
+    cr_assert(circuit_done(&t, RS_FAIL));
+    cr_assert_eq(f.log.ctx[0], &ca);
+    /* allow making open -> half-open */
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, &cb, &p1, NULL));
+    cr_assert_eq(f.log.ctx[1], &cb);
+    cr_assert(circuit_allow(f.b, &cc, &p2, NULL));
+    cr_assert(circuit_done(&p2, RS_OK)); /* closes */
+    cr_assert_eq(f.log.ctx[2], &cc);
+    cr_assert_not(circuit_done(&p1, RS_OK));
+    /* a reopen by timeout noticed by an allow */
+    fx_call(&f, RS_FAIL);
+    fx_call(&f, RS_FAIL);
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, NULL, &p1, NULL));
+    circuit_test_clock_advance(PROBE_TO);
+    cr_assert_not(circuit_allow(f.b, &cd, &x, NULL));
+    cr_assert_eq(f.log.n, 6);
+    cr_assert_eq(f.log.ctx[5], &cd);
+    circuit_release(&p1);
+    /* a reopen by timeout noticed by a done */
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, NULL, &p1, NULL));
+    circuit_test_clock_advance(100);
+    cr_assert(circuit_allow(f.b, &ce, &p2, NULL));
+    circuit_test_clock_advance(PROBE_TO - 100);
+    cr_assert_not(circuit_done(&p2, RS_OK)); /* p1's timeout reopened first */
+    cr_assert_eq(f.log.n, 8);
+    cr_assert_eq(f.log.ctx[7], &ce);
+    /* and the next open -> half-open by an allow again */
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, &cf, &x, NULL));
+    cr_assert_eq(f.log.ctx[8], &cf);
+    circuit_release(&x);
+    circuit_release(&p1);
+    cr_assert_eq(f.log.order_errors, 0);
+    fx_free(&f);
+}
+
+/* open -> half-open made by circuit_done: the ticket's ctx */
+Test(observe, O6_half_open_made_by_a_done_carries_that_tickets_ctx)
+{
+    fx f;
+    fx_init(&f, 4, 2, OPEN_FOR, PROBE_TO);
+    fx_build(&f);
+    fx_half_open_due(&f);
+    int cx;
+    circuit_ticket p1, p2;
+    cr_assert(circuit_allow(f.b, NULL, &p1, NULL));
+    cr_assert(circuit_allow(f.b, &cx, &p2, NULL));
+    circuit_test_clock_advance(10);
+    cr_assert(circuit_done(&p1, RS_FAIL)); /* reopens at T0 + OPEN_FOR + 10 */
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert_eq(f.log.n, 3);
+    /* p2 holds a slot, so its done reads the clock and makes the time-driven change */
+    cr_assert_not(circuit_done(&p2, RS_OK));
+    cr_assert_eq(f.log.n, 4);
+    assert_tr(&f, 3, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 4);
+    cr_assert_eq(f.log.ctx[3], &cx);
+    fx_free(&f);
+}
