@@ -279,8 +279,10 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * why; the ticket is marked rejected (settling it with circuit_done aborts;
  * circuit_release on it does nothing).
  * Thread-safe, lock-free, allocation-free. May run observe (on this thread).
- * Aborts: @b or @t is NULL; @b not built by circuit_new; @t is live (admitted
- * and not yet settled).
+ * Aborts: @b or @t is NULL; @b not built by circuit_new. The ticket's previous
+ * contents are not read (it may be uninitialised), so passing a ticket that
+ * is still live overwrites it: that earlier admission is then never settled
+ * (a probe slot it held is freed only by its timeout).
  */
 CIRCUIT_API bool circuit_allow(circuit_breaker *b, void *call_ctx,
                                circuit_ticket *t, circuit_rejection *rej);

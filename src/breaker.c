@@ -164,9 +164,9 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                    circuit_rejection *rej)
 {
     check_breaker(b, "circuit_allow");
+    /* The ticket's old contents are not looked at: it is usually
+     * uninitialised stack, which may hold any bytes. */
     circuit__ticket *tk = tk_of(t, "circuit_allow");
-    if (__atomic_load_n(&tk->status, __ATOMIC_RELAXED) == tk_word(CIRCUIT__TK_LIVE))
-        circuit__abort("circuit_allow: ticket is live (admitted and not yet settled)");
 
     /* O4: deliver what is pending before admitting. */
     if (circuit__load_rlx(&b->pending))

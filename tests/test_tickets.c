@@ -55,19 +55,10 @@ Test(tickets, T1_done_on_a_rejected_ticket_aborts, .signal = SIGABRT)
     t1_done_on_rejected(NULL);
 }
 
-static void t1_allow_on_live(void *arg)
-{
-    (void)arg;
-    fx_new(&t1_fx, 4, 1, OPEN_FOR, PROBE_TO);
-    cr_assert(circuit_allow(t1_fx.b, NULL, &t1_ticket, NULL));
-    circuit_allow(t1_fx.b, NULL, &t1_ticket, NULL);
-}
-
-Test(tickets, T1_allow_on_a_live_ticket_aborts, .signal = SIGABRT)
-{
-    expect_abort(t1_allow_on_live, NULL, "ticket is live");
-    t1_allow_on_live(NULL);
-}
+/* No "allow on a live ticket" abort: circuit_allow writes into caller memory
+ * that is usually uninitialised stack, which can hold any bytes (a spilled
+ * constant of an earlier call included), so the library cannot tell a live
+ * ticket from garbage there. */
 
 /* ---- T2 ---------------------------------------------------------------------- */
 
