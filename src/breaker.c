@@ -181,7 +181,9 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 
     int64_t now = circuit__now();
     circuit__slot0 slot0 = {false, 0, 0};
-    for (;;) {
+    for (bool again = false;; again = true) {
+        if (again)
+            now = circuit__now(); /* the state moved on meanwhile: decide as of now */
         circuit__u128 c = circuit__advance(b, now, call_ctx, &slot0);
         unsigned st = circuit__st(c.lo);
         uint32_t gen = circuit__gen(c.lo);
@@ -263,6 +265,13 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
         circuit__ring_help(b, c);
         circuit__u128 n;
         bool evicted_failure = circuit__append(b, c, failure, &n);
+        uint64_t lo_now = circuit__load128_lo(&b->core);
+        if (lo_now != c.lo) {
+            /* c went stale while we read its evicted record: the counts would
+             * mix two states, and no policy may see that. */
+            c = circuit__load128(&b->core);
+            continue;
+        }
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
         uint32_t g1 = (tk->gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
