@@ -192,8 +192,9 @@ typedef struct circuit_spec {
 typedef struct circuit_rejection {
     circuit_state state;          /**< CIRCUIT_OPEN, or CIRCUIT_HALF_OPEN when every
                                        probe slot is taken */
-    int64_t       retry_after_ns; /**< ns left open at the moment of rejection
-                                       (>= 1); 0 when half-open */
+    int64_t       retry_after_ns; /**< ns left open at the moment of rejection:
+                                       opened_at + open_for_ns - now, in
+                                       1..open_for_ns; 0 when half-open */
 } circuit_rejection;
 
 /** Opaque breaker. */

@@ -181,6 +181,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 
     int64_t now = circuit__now();
     circuit__slot0 slot0 = {false, 0, 0};
+    bool reread = false;
     for (bool again = false;; again = true) {
         if (again)
             now = circuit__now(); /* the state moved on meanwhile: decide as of now */
@@ -200,7 +201,13 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         }
         if (st == CIRCUIT_OPEN) {
             int64_t opened = (int64_t)c.hi;
-            int64_t left = (now < opened) ? circuit__sat_add(b->cfg.open_for_ns, opened - now)
+            if (now < opened && !reread) {
+                /* Another thread opened the breaker after we read the clock:
+                 * read it again rather than report more than open_for. */
+                reread = true;
+                continue;
+            }
+            int64_t left = (now < opened) ? b->cfg.open_for_ns
                                           : b->cfg.open_for_ns - (now - opened);
             if (rej)
                 *rej = (circuit_rejection){CIRCUIT_OPEN, left};

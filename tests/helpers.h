@@ -460,8 +460,34 @@ static inline bool alloc_attempt(void)
     return A_LOAD(&alloc_fail_at) != 0 && n == A_LOAD(&alloc_fail_at);
 }
 
+/* A thread that sets alloc_park stops in its next malloc (the core mallocs
+ * only a transition record beyond the pool: between the CAS that made the
+ * transition and queueing it) until alloc_release(). */
+static _Thread_local int alloc_park;
+static sem_t alloc_parked, alloc_resume;
+
+static inline void alloc_park_setup(void)
+{
+    sem_init(&alloc_parked, 0, 0);
+    sem_init(&alloc_resume, 0, 0);
+}
+
+static inline void alloc_wait(void)
+{
+    while (sem_wait(&alloc_parked) != 0)
+        ;
+}
+
+static inline void alloc_release(void) { sem_post(&alloc_resume); }
+
 void *__wrap_malloc(size_t n)
 {
+    if (alloc_park) {
+        alloc_park = 0;
+        sem_post(&alloc_parked);
+        while (sem_wait(&alloc_resume) != 0)
+            ;
+    }
     if (alloc_attempt())
         return NULL;
     void *p = __real_malloc(n);

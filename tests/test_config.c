@@ -389,6 +389,27 @@ Test(config, CFG4_null_checks_come_before_config_checks, .signal = SIGABRT)
     new_with(a);
 }
 
+/* classify returning something that is not an outcome */
+static fx classify_fx;
+
+static void classify_invalid(void *arg)
+{
+    int result = (int)(intptr_t)arg; /* the spy classifier returns it as the outcome */
+    fx_new(&classify_fx, 4, 1, OPEN_FOR, PROBE_TO);
+    circuit_ticket t;
+    cr_assert(circuit_allow(classify_fx.b, NULL, &t, NULL));
+    circuit_done(&t, result);
+}
+
+Test(config, CFG4_classify_returning_an_invalid_outcome_aborts, .signal = SIGABRT)
+{
+    expect_abort(classify_invalid, (void *)(intptr_t)4, "classify returned an invalid outcome");
+    expect_abort(classify_invalid, (void *)(intptr_t)-1, "classify returned an invalid outcome");
+    expect_abort(classify_invalid, (void *)(intptr_t)INT_MAX,
+                 "classify returned an invalid outcome");
+    classify_invalid((void *)(intptr_t)4);
+}
+
 /* NULL breaker */
 static void null_breaker(void *arg)
 {

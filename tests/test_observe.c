@@ -286,6 +286,91 @@ Test(observe, O3_a_thread_already_delivering_delivers_it_and_none_is_stranded)
     fx_free(&c.f);
 }
 
+/* A thread stopped between making a transition and queueing it: later
+ * transitions wait for it, and it delivers them, in order, before its call
+ * returns. The stop is in the malloc of the transition record (the pool is
+ * used up because another thread holds the delivery role meanwhile). */
+typedef struct o3_order {
+    fx f;
+    int made_67;
+} o3_order;
+
+static void o3_order_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    o3_order *c = (o3_order *)f->user;
+    if (t->generation == 64 && !c->made_67++)
+        fx_call(f, RS_FAIL); /* generation 67, queued while 66 waits for 65 */
+}
+
+static void *o3_order_deliverer(void *arg)
+{
+    o3_order *c = (o3_order *)arg;
+    park_me_at(CIRCUIT_TP_DELIVERY_WON);
+    fx_call(&c->f, RS_FAIL); /* generation 1; wins delivery and stops */
+    return NULL;
+}
+
+static void *o3_order_stopped(void *arg)
+{
+    o3_order *c = (o3_order *)arg;
+    alloc_park = 1;
+    circuit_ticket t;
+    /* makes open -> half-open (65); by the time it goes on, 66 and 67 have
+     * closed and reopened the breaker, so it is then rejected */
+    bool ok = circuit_allow(c->f.b, NULL, &t, NULL);
+    if (ok)
+        circuit_release(&t);
+    return ok ? NULL : (void *)1;
+}
+
+Test(observe, O1_O3_a_stopped_publisher_delivers_the_later_transitions_in_order)
+{
+    static o3_order c;
+    fx_init(&c.f, 8, 2, OPEN_FOR, PROBE_TO);
+    c.f.p.trip_run = 1;
+    c.f.p.close_run = 1;
+    c.f.user = &c;
+    c.f.log.extra = o3_order_observe;
+    fx_build(&c.f);
+    park_setup();
+    alloc_park_setup();
+    circuit_test_clock_set(T0);
+    pthread_t d, x;
+    pthread_create(&d, NULL, o3_order_deliverer, &c);
+    park_wait();
+    /* generations 2..64: the pool of 64 records is used up */
+    for (int i = 0; i < 21; i++) {
+        circuit_test_clock_advance(OPEN_FOR);
+        fx_call(&c.f, RS_OK);   /* open -> half-open -> closed */
+        fx_call(&c.f, RS_FAIL); /* closed -> open */
+    }
+    cr_assert_eq(circuit_test_pending(c.f.b), 64);
+    cr_assert_eq(c.f.log.n, 0);
+    /* 65 is made by a thread that stops before queueing it */
+    circuit_test_clock_advance(OPEN_FOR);
+    pthread_create(&x, NULL, o3_order_stopped, &c);
+    alloc_wait();
+    /* 66: made and queued here */
+    circuit_ticket t;
+    cr_assert(circuit_allow(c.f.b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_OK)); /* half-open -> closed */
+    /* the deliverer goes on: 1..64, then (observe makes 67) it must stop at 65 */
+    park_release();
+    pthread_join(d, NULL);
+    cr_assert_eq(c.f.log.n, 64, "delivered past a missing generation");
+    cr_assert_eq(c.made_67, 1);
+    /* the stopped thread queues 65 and delivers 65, 66, 67 before returning */
+    alloc_release();
+    void *ret = NULL;
+    pthread_join(x, &ret);
+    cr_assert_eq(ret, (void *)1, "admitted although 67 had opened the breaker");
+    cr_assert_eq(c.f.log.n, 67, "stranded: %lld delivered of 67", (long long)c.f.log.n);
+    cr_assert_eq(c.f.log.order_errors, 0);
+    cr_assert_eq(circuit_test_pending(c.f.b), 0);
+    fx_free(&c.f);
+}
+
 /* ---- transitions left pending by an observe that unwinds (O4, O5) ---------------- */
 
 typedef struct unwind_ctx {

@@ -387,6 +387,54 @@ Test(probes, P3_unwinding_while_closed_counts_nothing)
     p3_run(1, false);
 }
 
+/* classify leaves by pthread_exit: it runs while the ticket is still live,
+ * so the guard releases it and the probe slot is free at once. */
+static void p3_classify_exits(fx *f, void *call_ctx, int result)
+{
+    (void)f;
+    (void)call_ctx;
+    (void)result;
+    pthread_exit(NULL);
+}
+
+static void *p3_classify_thread(void *arg)
+{
+    fx *f = (fx *)arg;
+    CIRCUIT_TICKET_GUARD(t);
+    if (circuit_allow(f->b, NULL, &t, NULL))
+        circuit_done(&t, RS_FAIL);
+    return (void *)1;
+}
+
+Test(probes, P3_classify_that_exits_the_thread_leaves_the_ticket_to_the_guard)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.close_run = 1;
+    fx_build(&f);
+    fx_half_open_due(&f);
+    circuit_ticket first;
+    cr_assert(circuit_allow(f.b, NULL, &first, NULL)); /* makes the transition */
+    circuit_release(&first);
+    f.c.extra = p3_classify_exits;
+    pthread_t th;
+    void *ret = (void *)2;
+    pthread_create(&th, NULL, p3_classify_thread, &f);
+    pthread_join(th, &ret);
+    cr_assert_null(ret);
+    f.c.extra = NULL;
+    cr_assert_eq(f.c.calls, 2);
+    cr_assert_eq(f.p.probe_calls, 0, "a result whose classify unwound was counted");
+    circuit_ticket u;
+    cr_assert(circuit_allow(f.b, NULL, &u, NULL), "the probe slot stayed taken");
+    circuit_test_clock_advance(10 * PROBE_TO);
+    cr_assert(circuit_done(&u, RS_OK));
+    cr_assert_eq(f.p.probe_calls, 2, "the unwound probe also timed out later");
+    cr_assert_eq(f.p.probe_seen[0].timed_out, 1); /* u's own timeout */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    fx_free(&f);
+}
+
 static bool p3_early_return(fx *f, int path)
 {
     CIRCUIT_TICKET_GUARD(t);
@@ -528,6 +576,18 @@ Test(time, TM2_probe_timeout_boundary_is_exact_to_the_nanosecond)
     cr_assert(circuit_allow(f.b, NULL, &u, &rej), "probe not timed out at probe_timeout");
     cr_assert_eq(f.p.probe_calls, 1);
     cr_assert_eq(f.p.probe_seen[0].timed_out, 1);
+    /* the same for a probe admitted while already half-open (u; t was the
+     * call that made the transition) */
+    int64_t second = admitted + probe_to;
+    circuit_ticket v;
+    circuit_test_clock_set(second + probe_to - 1);
+    cr_assert_not(circuit_allow(f.b, NULL, &v, &rej), "second probe timed out 1 ns early");
+    cr_assert_eq(f.p.probe_calls, 1);
+    circuit_test_clock_set(second + probe_to);
+    cr_assert(circuit_allow(f.b, NULL, &v, &rej), "second probe not timed out at probe_timeout");
+    cr_assert_eq(f.p.probe_calls, 2);
+    cr_assert_eq(f.p.probe_seen[1].timed_out, 2);
+    circuit_release(&v);
     circuit_release(&u);
     circuit_release(&t);
     fx_free(&f);

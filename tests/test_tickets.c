@@ -60,6 +60,55 @@ Test(tickets, T1_done_on_a_rejected_ticket_aborts, .signal = SIGABRT)
  * constant of an earlier call included), so the library cannot tell a live
  * ticket from garbage there. */
 
+Test(tickets, T1_allow_does_not_read_the_tickets_old_contents)
+{
+    fx f;
+    fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    /* an uninitialised stack ticket may hold anything, even the bytes of a
+     * live ticket left by an earlier frame */
+    circuit_ticket live, t;
+    cr_assert(circuit_allow(f.b, NULL, &live, NULL));
+    memcpy(&t, &live, sizeof t);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL), "allow looked at the old contents");
+    cr_assert(circuit_done(&t, RS_OK));
+    cr_assert(circuit_done(&live, RS_OK));
+    for (int fill = 0; fill < 256; fill += 85) {
+        memset(&t, fill, sizeof t);
+        cr_assert(circuit_allow(f.b, NULL, &t, NULL), "fill %#x", fill);
+        cr_assert(circuit_done(&t, RS_OK));
+    }
+    cr_assert_eq(f.p.trip_calls, 6);
+    fx_free(&f);
+}
+
+Test(tickets, T1_allow_on_a_live_ticket_overwrites_it_and_its_probe_times_out)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.probe_forced = CIRCUIT_HALF_OPEN;
+    fx_build(&f);
+    /* closed: the first admission is simply never settled */
+    circuit_ticket t, u;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_OK));
+    cr_assert_eq(f.p.trip_calls, 1);
+    /* half-open: the overwritten admission keeps its slot until its timeout */
+    fx_half_open_due(&f);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    cr_assert_not(circuit_allow(f.b, NULL, &t, &rej)); /* t is now a rejected ticket */
+    assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    circuit_release(&t); /* does nothing: that probe cannot be reached any more */
+    cr_assert_not(circuit_allow(f.b, NULL, &u, &rej));
+    circuit_test_clock_advance(PROBE_TO);
+    cr_assert(circuit_allow(f.b, NULL, &u, &rej));
+    cr_assert_eq(f.p.probe_calls, 1);
+    assert_counts(&f.p.probe_last, 0, 0, 0, 0, 1);
+    circuit_release(&u);
+    fx_free(&f);
+}
+
 /* ---- T2 ---------------------------------------------------------------------- */
 
 Test(tickets, T2_classify_gets_its_arg_the_call_ctx_and_the_result)
@@ -348,7 +397,6 @@ typedef struct race {
     int done_ret; /* -1: done has not returned */
 } race;
 
-static race *race_g;
 static sigjmp_buf race_jmp;
 static volatile sig_atomic_t race_done_aborted;
 
@@ -391,7 +439,6 @@ static void *race_release(void *arg)
 static int race_trial(int trial)
 {
     static race r;
-    race_g = &r;
     fx_init(&r.f, 8, 1, OPEN_FOR, PROBE_TO);
     r.f.p.probe_forced = CIRCUIT_HALF_OPEN; /* keep probing */
     fx_build(&r.f);
@@ -511,9 +558,10 @@ Test(tickets, T5_done_racing_release_settles_once_and_frees_the_slot_once)
 }
 
 /* Deterministic interleavings of the same race, with the park points. */
-typedef struct parked_release {
-    circuit_ticket *t;
-} parked_release;
+static void t5_done_again(void *arg)
+{
+    circuit_done((circuit_ticket *)arg, RS_OK);
+}
 
 static void *release_parked(void *arg)
 {
@@ -543,6 +591,8 @@ Test(tickets, T5_release_that_loses_to_done_frees_nothing)
     pthread_join(th, NULL);
     cr_assert_not(circuit_allow(f.b, NULL, &v, &rej), "the slot was freed twice");
     assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    /* the ticket stays settled by done: release did not settle it again */
+    expect_abort(t5_done_again, &t, "already settled by done");
     cr_assert(circuit_done(&u, RS_OK));
     cr_assert(circuit_allow(f.b, NULL, &v, NULL));
     circuit_release(&v);
