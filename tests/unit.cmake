@@ -39,6 +39,7 @@ set(CIRCUIT_UNIT_SUITES
   test_observe       # O1-O6
   test_concurrency   # L1-L5
   test_seeds         # the scenarios of the seed documents
+  test_regressions   # bugs found by review, pinned
 )
 
 foreach(suite IN LISTS CIRCUIT_UNIT_SUITES)
