@@ -240,7 +240,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                 circuit__bit_clear(b, slot, gen);
                 continue;
             }
-            circuit__hint_lower(b, due);
+            circuit__hint_note(b, due);
         }
         if (circuit__gen(circuit__load128_lo(&b->core)) != gen) {
             /* The state moved on while we took the slot: give it back and

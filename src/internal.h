@@ -102,6 +102,7 @@ struct circuit_breaker {
 
     /* probe timeouts: a lower bound of every busy slot's due time */
     _Alignas(64) circuit__u128 probe_hint; /* {due_ns, version} */
+    uint64_t probe_scans;                  /* timeout scans running now */
 
     /* delivery: written when transitions are made and delivered */
     _Alignas(64) uint64_t pending;        /* published and not yet delivered */
@@ -169,6 +170,7 @@ void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen);
 bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
                             uint32_t *reuse);
 void circuit__hint_lower(circuit_breaker *b, int64_t due);
+void circuit__hint_note(circuit_breaker *b, int64_t due);
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c);
 
 /* delivery.c */

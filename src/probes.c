@@ -197,6 +197,21 @@ void circuit__hint_lower(circuit_breaker *b, int64_t due)
     }
 }
 
+/* After a probe's record is written (a locked CAS, so a full barrier), make
+ * sure the hint covers its due time. Usually it already does (the hint is
+ * the earliest due time and this one is later) and no scan is running, and
+ * then this is two loads of a line nobody writes in steady state. A scan
+ * that starts after the load of probe_scans sees the record; one that
+ * already ran and raised the hint past `due` is seen in the hint; one that
+ * is running makes us bump the version, so that its raise fails. */
+void circuit__hint_note(circuit_breaker *b, int64_t due)
+{
+    if (circuit__load_acq(&b->probe_scans) == 0 &&
+        (int64_t)circuit__load128_lo(&b->probe_hint) <= due)
+        return;
+    circuit__hint_lower(b, due);
+}
+
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c)
 {
     circuit_state d = b->policy.probe(b->policy.arg, c);
@@ -244,9 +259,20 @@ static bool count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *c
 
 /* Times out, in due order, every probe of c's generation due at `now`.
  * Returns true when the state word changed generation. */
+static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx);
+
 static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
 {
-    uint32_t gen = circuit__gen(c.lo);
+    if ((int64_t)circuit__load128_lo(&b->probe_hint) > now)
+        return false; /* nothing can be due yet: the common case */
+    circuit__faa(&b->probe_scans, 1);
+    bool changed = scan_timeouts(b, circuit__gen(c.lo), now, call_ctx);
+    circuit__faa(&b->probe_scans, (uint64_t)-1);
+    return changed;
+}
+
+static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx)
+{
     for (;;) {
         circuit__u128 h0 = circuit__load128(&b->probe_hint);
         if ((int64_t)h0.lo > now)
