@@ -1120,8 +1120,10 @@ static void memory_report(FILE *f, bool want_circuit, bool want_mutex)
             track_end();
             char est[32] = "-";
             if (v == V_CIRCUIT)
+                /* circuit.h: 8 bytes per window slot (none for a window of
+                 * 1), 16.25 per probe slot, plus about 6 KiB */
                 snprintf(est, sizeof est, "%d",
-                         8 * c.window + 24 * c.probes + 64 * CIRCUIT_TRANSITION_POOL);
+                         (c.window > 1 ? 8 * c.window : 0) + (65 * c.probes + 3) / 4 + 6144);
             fprintf(f, "| %s | %d | %d | %zu | %zu | %zd | %s | %zu of %zu | %zu%s |\n",
                     variant_names[v], c.window, c.probes, calls, held,
                     (ssize_t)h1 - (ssize_t)h0, est, track.frees, nlive, held - track.freed_bytes,
