@@ -342,7 +342,8 @@ CIRCUIT_API void circuit_release(circuit_ticket *t);
  *
  * Reports CIRCUIT_HALF_OPEN as soon as open_for_ns has passed (reading the
  * clock only while open). Calls no callback and changes nothing, so it is
- * safe in a metrics callback and inside observe. Thread-safe, wait-free.
+ * safe in a metrics callback and inside observe. Thread-safe, lock-free (it
+ * reads again only while the state word changes under it).
  * Aborts: @b is NULL or not built by circuit_new.
  */
 CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);

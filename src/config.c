@@ -8,18 +8,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 void circuit__abort(const char *fmt, ...)
 {
+    /* One write, so that the line cannot interleave with other threads'
+     * output on stderr. */
+    char line[512];
+    size_t n = (size_t)snprintf(line, sizeof line, "libcircuit: ");
     va_list ap;
     va_start(ap, fmt);
-    fputs("libcircuit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int k = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    if (k > 0)
+        n += (size_t)k < sizeof line - n - 1 ? (size_t)k : sizeof line - n - 2;
+    line[n++] = '\n';
+    ssize_t unused = write(STDERR_FILENO, line, n);
+    (void)unused;
     abort();
 }
 
