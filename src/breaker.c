@@ -399,18 +399,16 @@ void circuit_ticket_guard_release(circuit_ticket *t)
 circuit_state circuit_get_state(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_get_state");
-    for (;;) {
-        circuit__u128 c = circuit__load128(&b->core);
-        unsigned st = circuit__st(c.lo);
-        if (st != CIRCUIT_OPEN)
-            return (circuit_state)st;
-        if (circuit__load128_lo(&b->core) != c.lo)
-            continue; /* hi may belong to another generation */
-        int64_t opened = (int64_t)c.hi;
-        int64_t now = circuit__now();
-        return (now >= opened && now - opened >= b->cfg.open_for_ns) ? CIRCUIT_HALF_OPEN
-                                                                       : CIRCUIT_OPEN;
-    }
+    /* circuit__load128 returns a pair the word really held, so hi is this
+     * open generation's opened_at. */
+    circuit__u128 c = circuit__load128(&b->core);
+    unsigned st = circuit__st(c.lo);
+    if (st != CIRCUIT_OPEN)
+        return (circuit_state)st;
+    int64_t opened = (int64_t)c.hi;
+    int64_t now = circuit__now();
+    return (now >= opened && now - opened >= b->cfg.open_for_ns) ? CIRCUIT_HALF_OPEN
+                                                                   : CIRCUIT_OPEN;
 }
 
 /* ---- test-only seam ------------------------------------------------------------ */
