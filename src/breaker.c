@@ -155,7 +155,9 @@ static inline void fill(circuit__ticket *tk, circuit_breaker *b, void *call_ctx,
 static inline void finish_call(circuit_breaker *b)
 {
     /* O3: what this call published (or found pending) is delivered before it
-     * returns, unless another thread is delivering. */
+     * returns, unless another thread is delivering. For circuit_done this is
+     * also where transitions left by an observe that unwound are delivered
+     * (O5): one look at `pending` per call, at its end. */
     if (circuit__load_rlx(&b->pending))
         circuit__deliver(b);
 }
@@ -338,10 +340,6 @@ bool circuit_done(circuit_ticket *t, int result)
     if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         done_refused(st); /* circuit_release won the race (T5) */
-
-    /* O5: transitions left by an observe that unwound. */
-    if (circuit__load_rlx(&b->pending))
-        circuit__deliver(b);
 
     int64_t now = 0;
     bool have_now = false;

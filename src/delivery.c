@@ -118,6 +118,21 @@ static void held_insert(circuit_breaker *b, circuit__node *n)
     *p = n;
 }
 
+/* Deliverer only (or circuit_free): detach everything published and merge
+ * it into the ordered list. Walked by hand rather than with
+ * cds_lfs_for_each_safe: each record is acquired (TSan) before its link is
+ * read. */
+static void take_published(circuit_breaker *b)
+{
+    struct cds_lfs_head *head = __cds_lfs_pop_all(&b->stack);
+    for (struct cds_lfs_node *it = head ? &head->node : NULL, *nx; it; it = nx) {
+        circuit__node *n = caa_container_of(it, circuit__node, lfs);
+        circuit__tsan_acquire(n);
+        nx = it->next;
+        held_insert(b, n);
+    }
+}
+
 typedef struct delivery_guard {
     circuit_breaker *b;
     circuit__node *current; /* handed to observe, not yet returned to the pool */
@@ -142,15 +157,7 @@ void circuit__deliver(circuit_breaker *b)
         CIRCUIT__HOOK(CIRCUIT_TP_DELIVERY_WON);
         delivery_guard g __attribute__((cleanup(delivery_unwind))) = {b, NULL, 1};
         for (;;) {
-            /* Walked by hand rather than with cds_lfs_for_each_safe: each
-             * record is acquired (TSan) before its link is read. */
-            struct cds_lfs_head *head = __cds_lfs_pop_all(&b->stack);
-            for (struct cds_lfs_node *it = head ? &head->node : NULL, *nx; it; it = nx) {
-                circuit__node *n = caa_container_of(it, circuit__node, lfs);
-                circuit__tsan_acquire(n);
-                nx = it->next;
-                held_insert(b, n);
-            }
+            take_published(b);
             while (b->held && b->held->tr.generation == b->next_gen) {
                 circuit__node *n = b->held;
                 b->held = n->next;
@@ -175,14 +182,7 @@ void circuit__deliver(circuit_breaker *b)
 void circuit__delivery_destroy(circuit_breaker *b)
 {
     /* Undelivered transitions are discarded (documented at circuit_free). */
-    struct cds_lfs_head *head = __cds_lfs_pop_all(&b->stack);
-    for (struct cds_lfs_node *it = head ? &head->node : NULL, *nx; it; it = nx) {
-        circuit__node *n = caa_container_of(it, circuit__node, lfs);
-        circuit__tsan_acquire(n);
-        nx = it->next;
-        if (n->pool_index < 0)
-            free(n);
-    }
+    take_published(b);
     while (b->held) {
         circuit__node *n = b->held;
         b->held = n->next;

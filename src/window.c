@@ -37,10 +37,10 @@
 
 #define REC_VALID (UINT64_C(1) << 63)
 
-static inline uint64_t rec_make(uint32_t gen, uint32_t seq, bool failure)
+/* Only failures are recorded; bit 0 marks the record as one. */
+static inline uint64_t rec_make(uint32_t gen, uint32_t seq)
 {
-    return REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) |
-           (failure ? 1u : 0u);
+    return REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) | 1u;
 }
 static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
@@ -48,7 +48,7 @@ static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
 void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
-    uint64_t want = rec_make(gen, seq, true);
+    uint64_t want = rec_make(gen, seq);
     uint64_t cur = circuit__load_acq(slot);
     while (cur != want) {
         /* Pending means the state word is at (gen, seq + 1). Later than that,
@@ -64,7 +64,7 @@ void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
 void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
-    uint64_t old = rec_make(gen, seq, true);
+    uint64_t old = rec_make(gen, seq);
     circuit__cas(slot, &old, 0); /* fails harmlessly if a newer record is there */
 }
 
