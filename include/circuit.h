@@ -93,11 +93,26 @@ extern "C" {
  *  not yet delivered. */
 #define CIRCUIT_TRANSITION_POOL 64
 
+/** Writing durations: CIRCUIT_S(30) is 30 s in ns. Arguments are converted
+ *  to int64_t; the caller keeps them in range (about 292 years). */
+#define CIRCUIT_NS(x) ((int64_t)(x))
+#define CIRCUIT_US(x) ((int64_t)(x) * INT64_C(1000))
+#define CIRCUIT_MS(x) ((int64_t)(x) * INT64_C(1000000))
+#define CIRCUIT_S(x)  ((int64_t)(x) * INT64_C(1000000000))
+
 typedef enum circuit_state {
     CIRCUIT_CLOSED = 1,
     CIRCUIT_OPEN = 2,
-    CIRCUIT_HALF_OPEN = 3
+    CIRCUIT_HALF_OPEN = 3,
+    CIRCUIT_ISOLATED = 4  /**< held open by circuit_isolate until circuit_reset (SPEC OP1) */
 } circuit_state;
+
+/** Why a transition was made. */
+typedef enum circuit_cause {
+    CIRCUIT_CAUSE_POLICY = 1,   /**< trip or probe decided, after a result or a probe timeout */
+    CIRCUIT_CAUSE_TIMER = 2,    /**< open -> half-open: the open period ended */
+    CIRCUIT_CAUSE_OPERATOR = 3  /**< circuit_isolate or circuit_reset */
+} circuit_cause;
 
 typedef enum circuit_outcome {
     CIRCUIT_SUCCESS = 1, /**< counted as a success */
@@ -143,7 +158,14 @@ typedef struct circuit_policy {
      *  probe timeout: CIRCUIT_CLOSED closes, CIRCUIT_OPEN reopens for a fresh
      *  open_for_ns, CIRCUIT_HALF_OPEN keeps probing. Any other value aborts. */
     circuit_state (*probe)(void *arg, const circuit_counts *counts);
-    void *arg;  /**< passed to both; owned by the caller, must outlive the breaker */
+    void *arg;  /**< passed to all three; owned by the caller, must outlive the breaker */
+    /** Optional (may be NULL): called once by circuit_new with the config
+     *  being built. Return 0 to accept, or EINVAL after writing one
+     *  NUL-terminated complaint (no trailing newline) into errbuf (errbuf_len
+     *  bytes, never NULL, at least 1); circuit_new then fails with EINVAL and
+     *  its message names every invalid config field followed by the policy's
+     *  complaint (SPEC K1). Any other return value aborts. */
+    int (*check)(void *arg, const circuit_config *cfg, char *errbuf, size_t errbuf_len);
 } circuit_policy;
 
 /** One change of state, as given to `observe`. */
@@ -153,7 +175,25 @@ typedef struct circuit_transition {
     circuit_counts counts;     /**< final counts of the state left, including the
                                     result or timeout that caused the change;
                                     all zero for open -> half-open */
+    circuit_cause  cause;      /**< policy, timer (open -> half-open) or operator */
+    int64_t        open_for_ns; /**< the open period chosen when to == CIRCUIT_OPEN
+                                     (SPEC B1), ns; 0 otherwise */
 } circuit_transition;
+
+/** What an open-period function is told when the breaker opens. */
+typedef struct circuit_open_info {
+    circuit_counts counts;     /**< final counts of the state left, as the transition carries */
+    uint64_t       generation; /**< generation of the open state being entered (>= 1) */
+    int64_t        reopens;    /**< 0 for a trip from closed; k for the k-th reopen
+                                    (half-open -> open) since the breaker last closed */
+} circuit_open_info;
+
+/** Chooses the length of an open period, in ns; must return > 0 (anything
+ *  else aborts). Called without any lock, possibly on several threads at
+ *  once and more than once for one transition (only the answer of the CAS
+ *  that wins takes effect): it must be a pure function of *info and *arg
+ *  (SPEC B3), and must not call the breaker. */
+typedef int64_t (*circuit_open_for_fn)(void *arg, const circuit_open_info *info);
 
 /** Maps the caller's result code to an outcome. Called by circuit_done on the
  *  calling thread, outside every internal critical region, exactly once per
@@ -186,16 +226,36 @@ typedef struct circuit_spec {
     circuit_policy      policy;
     circuit_classify_fn classify;  void *classify_arg;  /**< required */
     circuit_observe_fn  observe;   void *observe_arg;   /**< required */
+    /** Optional: the length of each open period (SPEC B1-B3). NULL: every
+     *  open period is config.open_for_ns. */
+    circuit_open_for_fn open_for;  void *open_for_arg;
 } circuit_spec;
 
 /** Why a call was rejected. */
 typedef struct circuit_rejection {
-    circuit_state state;          /**< CIRCUIT_OPEN, or CIRCUIT_HALF_OPEN when every
-                                       probe slot is taken */
+    circuit_state state;          /**< CIRCUIT_OPEN; CIRCUIT_HALF_OPEN when every
+                                       probe slot is taken; CIRCUIT_ISOLATED */
     int64_t       retry_after_ns; /**< ns left open at the moment of rejection:
-                                       opened_at + open_for_ns - now, in
-                                       1..open_for_ns; 0 when half-open */
+                                       opened_at + open_for - now, in 1..the
+                                       open period chosen (B1); 0 when
+                                       half-open or isolated */
 } circuit_rejection;
+
+/** A snapshot of a breaker for dashboards and metrics (circuit_get_stats). */
+typedef struct circuit_stats {
+    circuit_state  state;            /**< what circuit_get_state would return now */
+    uint64_t       generation;       /**< of that state; 0 while never left closed */
+    circuit_counts counts;           /**< of the current state (zero while open or isolated) */
+    int64_t        probes_in_flight; /**< half-open: probe slots held; otherwise 0 */
+    int64_t        retry_after_ns;   /**< open: ns left in the open period; otherwise 0 */
+    /* Totals since circuit_new; they never decrease. */
+    uint64_t admitted, rejected;           /**< circuit_allow answers */
+    uint64_t successes, failures, ignored; /**< results reaching their own generation, by outcome */
+    uint64_t late;                         /**< results discarded: circuit_done returned false */
+    uint64_t released;                     /**< live tickets settled by circuit_release */
+    uint64_t timed_out;                    /**< probe timeouts */
+    uint64_t transitions;                  /**< transitions made */
+} circuit_stats;
 
 /** Opaque breaker. */
 typedef struct circuit_breaker circuit_breaker;
@@ -348,8 +408,64 @@ CIRCUIT_API void circuit_release(circuit_ticket *t);
  */
 CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
 
-/** "closed", "open", "half-open"; "invalid" for any other value. Static
- *  strings; thread-safe. */
+/**
+ * circuit_get_stats - a snapshot for a dashboard or a /metrics endpoint.
+ * @b:   the breaker.
+ * @out: receives the snapshot (caller-owned).
+ * A pure read (SPEC M1): takes no lock, calls no callback, writes no memory
+ * another thread reads, and does not fold the per-CPU counters (L6). Under
+ * concurrency each field is a value it held during the call (the fields are
+ * not one atomic snapshot); in a quiescent breaker every field is exact and
+ * admitted = successes + failures + ignored + late + released + (tickets
+ * still live). Cost: O(CPUs) loads. Thread-safe; may run inside observe.
+ * Aborts: @b or @out is NULL; @b not built by circuit_new.
+ */
+CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out);
+
+/**
+ * circuit_isolate - hold the breaker open until circuit_reset (operator control).
+ * @b:        the breaker.
+ * @call_ctx: given to observe with the transition this call makes.
+ * From closed, open or half-open: makes the transition to CIRCUIT_ISOLATED
+ * (cause CIRCUIT_CAUSE_OPERATOR, the final counts of the state left) and
+ * returns 0. While isolated every circuit_allow is rejected with
+ * {CIRCUIT_ISOLATED, 0}, no policy is asked, no time-driven change happens,
+ * and results of tickets admitted before are late (circuit_done returns
+ * false). Already isolated: returns EALREADY and changes nothing.
+ * Thread-safe and lock-free: may run on any thread while traffic flows, and
+ * inside observe (its transition is then delivered after observe returns).
+ * Delivers pending transitions before returning, like circuit_done.
+ * Aborts: @b is NULL or not built by circuit_new.
+ */
+CIRCUIT_API int circuit_isolate(circuit_breaker *b, void *call_ctx);
+
+/**
+ * circuit_reset - close the breaker now, with zero counts (operator control).
+ * @b:        the breaker.
+ * @call_ctx: given to observe with the transition this call makes.
+ * From open, half-open or isolated: makes the transition to CIRCUIT_CLOSED
+ * (cause CIRCUIT_CAUSE_OPERATOR) and returns 0; outstanding probes become
+ * late. Already closed: returns EALREADY and changes nothing. The next
+ * open period is then a trip from closed (circuit_open_info.reopens = 0).
+ * Thread-safety as circuit_isolate.
+ * Aborts: @b is NULL or not built by circuit_new.
+ */
+CIRCUIT_API int circuit_reset(circuit_breaker *b, void *call_ctx);
+
+/**
+ * circuit_retry_after_s - whole seconds for an HTTP Retry-After header.
+ * @r: a rejection filled by circuit_allow.
+ * Open: retry_after_ns rounded UP to whole seconds (at least 1).
+ * Half-open (every probe slot taken): 1 (a probe slot may free at any moment).
+ * Isolated: 0, meaning "send no Retry-After": an operator holds the breaker
+ * and no time is known.
+ * Returns -1 with errno = EINVAL when @r is NULL or holds an invalid state.
+ * Thread-safe (pure).
+ */
+CIRCUIT_API int64_t circuit_retry_after_s(const circuit_rejection *r);
+
+/** "closed", "open", "half-open", "isolated"; "invalid" for any other value.
+ *  Static strings; thread-safe. */
 CIRCUIT_API const char *circuit_state_name(circuit_state s);
 
 /** "success", "failure", "ignored"; "invalid" for any other value. */
