@@ -71,7 +71,7 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
         circuit__abort("circuit_new: classify is NULL");
     if (!spec->observe)
         circuit__abort("circuit_new: observe is NULL");
-    int rc = circuit__validate(&spec->config, errbuf, errbuf_len);
+    int rc = circuit__validate(&spec->config, &spec->policy, errbuf, errbuf_len);
     if (rc)
         return rc;
 

@@ -139,7 +139,11 @@ _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout
 
 /* ---- shared functions ----------------------------------------------------- */
 __attribute__((noreturn, format(printf, 1, 2))) void circuit__abort(const char *fmt, ...);
-int circuit__validate(const circuit_config *cfg, char *errbuf, size_t errbuf_len);
+/* Checks the config (CFG1) and, if the policy has one, asks policy->check
+ * (K1); on EINVAL writes CFG2's single message naming every bad field and
+ * the policy's complaint. config.c. */
+int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, char *errbuf,
+                      size_t errbuf_len);
 
 /* clock.c */
 int64_t circuit__now(void);
