@@ -43,6 +43,16 @@ typedef struct pending {
     circuit_transition t;
 } pending;
 
+/* Totals since cmodel_new (M1). */
+typedef struct totals {
+    uint64_t admitted, rejected;
+    uint64_t successes, failures, ignored; /* results reaching their own generation */
+    uint64_t late;                         /* done returned false */
+    uint64_t released;                     /* live tickets settled by release */
+    uint64_t timed_out;                    /* probe timeouts (not saturating) */
+    uint64_t transitions;
+} totals;
+
 struct cmodel {
     uint32_t            magic;
     circuit_config      cfg;
@@ -51,15 +61,20 @@ struct cmodel {
     void               *classify_arg;
     circuit_observe_fn  observe;
     void               *observe_arg;
+    circuit_open_for_fn open_for; /* NULL: every period is cfg.open_for_ns (B1) */
+    void               *open_for_arg;
     cmodel_clock_fn     now;
     void               *now_arg;
 
     pthread_mutex_t mu; /* guards every field below */
 
     circuit_state  state;
-    uint64_t       gen;       /* 0 at creation, +1 per transition */
-    int64_t        opened_at; /* meaningful while open */
-    circuit_counts counts;    /* of the current state */
+    uint64_t       gen;         /* 0 at creation, +1 per transition */
+    int64_t        opened_at;   /* meaningful while open */
+    int64_t        open_period; /* meaningful while open: the period chosen (B1) */
+    int64_t        reopens;     /* half-open -> open since the last entry to closed (B2) */
+    circuit_counts counts;      /* of the current state */
+    totals         tot;
 
     /* The window (C1): ring[0..window) of outcomes; `ring_next` is where the
      * next result goes, `ring_filled` how many entries hold results of the
@@ -69,6 +84,7 @@ struct cmodel {
     int            ring_filled;
 
     slot    *slots;    /* cfg.probes entries */
+    int      held;     /* how many of them are held (stats: probes in flight) */
     uint64_t last_seq; /* last admission number handed to a probe */
 
     pending *head, *tail; /* transitions not yet delivered, oldest first */
@@ -130,10 +146,10 @@ static void check_model(const cmodel *m, const char *fn)
  * open_for_ns, so that no value of the config can overflow: the clock never
  * goes back, hence now - opened_at >= 0 and now - admitted_at >= 0. */
 
-/* ns left open at `now` (<= 0: open_for has passed) */
+/* ns left open at `now` (<= 0: the period chosen has passed; B1, TM2) */
 static int64_t open_left(const cmodel *m, int64_t now)
 {
-    return m->cfg.open_for_ns - (now - m->opened_at);
+    return m->open_period - (now - m->opened_at);
 }
 
 /* the probe's timeout fell due by `now` */
@@ -144,41 +160,74 @@ static bool probe_due(const cmodel *m, const slot *s, int64_t now)
 
 /* ---- state changes (called with the mutex held) ------------------------ */
 
-/* Queue the transition to `to` and start the new state from zero (C4).
- * `opened_at` is used when `to` is CIRCUIT_OPEN. */
-static void enter(cmodel *m, circuit_state to, int64_t opened_at, void *call_ctx)
+/* The open period for the open state about to be entered (B1, B2). */
+static int64_t choose_open_period(cmodel *m)
 {
+    if (m->open_for == NULL)
+        return m->cfg.open_for_ns;
+    circuit_open_info info;
+    memset(&info, 0, sizeof info);
+    info.counts = m->counts; /* final counts of the state left */
+    info.generation = m->gen + 1;
+    info.reopens = m->state == CIRCUIT_HALF_OPEN ? m->reopens + 1 : 0;
+    int64_t period = m->open_for(m->open_for_arg, &info);
+    if (period <= 0)
+        die("open_for returned a period <= 0 (%lld)", (long long)period);
+    return period;
+}
+
+/* Queue the transition to `to` and start the new state from zero (C4).
+ * `opened_at` is used when `to` is CIRCUIT_OPEN: the period is chosen here. */
+static void enter(cmodel *m, circuit_state to, circuit_cause cause, int64_t opened_at, void *call_ctx)
+{
+    int64_t period = to == CIRCUIT_OPEN ? choose_open_period(m) : 0;
     pending *p = malloc(sizeof *p);
     if (p == NULL)
         die("out of memory queueing a transition");
+    memset(p, 0, sizeof *p);
     p->next = NULL;
     p->call_ctx = call_ctx; /* O6 */
     p->t.from = m->state;
     p->t.to = to;
     p->t.generation = m->gen + 1;
     p->t.counts = m->counts; /* final counts of the state left; zero when open (C4) */
+    p->t.cause = cause;
+    p->t.open_for_ns = period;
     if (m->tail != NULL)
         m->tail->next = p;
     else
         m->head = p;
     m->tail = p;
 
+    /* B2: reopens since the breaker was last closed (by its probe policy or
+     * by reset: both enter closed) */
+    if (to == CIRCUIT_CLOSED)
+        m->reopens = 0;
+    else if (to == CIRCUIT_OPEN && m->state == CIRCUIT_HALF_OPEN)
+        m->reopens++;
+
     m->gen++;
+    m->tot.transitions++;
     m->state = to;
-    if (to == CIRCUIT_OPEN)
+    if (to == CIRCUIT_OPEN) {
         m->opened_at = opened_at;
+        m->open_period = period;
+    }
     memset(&m->counts, 0, sizeof m->counts);
     m->ring_next = 0;
     m->ring_filled = 0;
     /* Probes of the state left no longer hold slots: a later half-open state
-     * starts with every slot free (T6). */
+     * starts with every slot free (T6); an isolated state has none (OP1). */
     for (int i = 0; i < m->cfg.probes; i++)
         m->slots[i].held = false;
+    m->held = 0;
 }
 
-/* Count one success or failure in the window and the runs (C1, C2). */
-static void count_result(cmodel *m, circuit_outcome o)
+/* Count one success or failure in the window and the runs (C1, C2).
+ * Returns whether the window held a failure before this result (S2). */
+static bool count_result(cmodel *m, circuit_outcome o)
 {
+    bool had_failure = m->counts.failures > 0;
     if (m->ring_filled == m->cfg.window) {
         /* the oldest result leaves the window */
         if (m->ring[m->ring_next] == CIRCUIT_SUCCESS)
@@ -200,6 +249,7 @@ static void count_result(cmodel *m, circuit_outcome o)
         m->counts.consecutive_failures = inc_sat(m->counts.consecutive_failures, CIRCUIT_RUN_MAX);
         m->counts.consecutive_successes = 0;
     }
+    return had_failure;
 }
 
 static circuit_state ask_probe(cmodel *m)
@@ -216,21 +266,22 @@ static circuit_state ask_probe(cmodel *m)
 static void apply_probe(cmodel *m, circuit_state d, int64_t at, void *call_ctx)
 {
     if (d == CIRCUIT_CLOSED)
-        enter(m, CIRCUIT_CLOSED, 0, call_ctx);
+        enter(m, CIRCUIT_CLOSED, CIRCUIT_CAUSE_POLICY, 0, call_ctx);
     else if (d == CIRCUIT_OPEN)
-        enter(m, CIRCUIT_OPEN, at, call_ctx);
+        enter(m, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, at, call_ctx);
     /* CIRCUIT_HALF_OPEN: keep probing */
 }
 
 /* Make every time-driven change that fell due by `now`, in due-time order,
- * each as of the moment it fell due (S3, P1, TM2). */
+ * each as of the moment it fell due (S3, P1, TM2). Closed and isolated have
+ * none (OP1). */
 static void advance(cmodel *m, int64_t now, void *call_ctx)
 {
     for (;;) {
         if (m->state == CIRCUIT_OPEN) {
             if (open_left(m, now) > 0)
                 return;
-            enter(m, CIRCUIT_HALF_OPEN, 0, call_ctx);
+            enter(m, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, 0, call_ctx);
             continue;
         }
         if (m->state != CIRCUIT_HALF_OPEN)
@@ -254,9 +305,17 @@ static void advance(cmodel *m, int64_t now, void *call_ctx)
         /* due <= now: the sum cannot overflow */
         int64_t due = m->slots[first].admitted_at + m->cfg.probe_timeout_ns;
         m->slots[first].held = false;
+        m->held--;
         m->counts.timed_out = inc_sat(m->counts.timed_out, CIRCUIT_TIMED_OUT_MAX); /* C3 */
+        m->tot.timed_out++;
         apply_probe(m, ask_probe(m), due, call_ctx);
     }
+}
+
+/* The clock matters only while open or half-open. */
+static bool has_timers(const cmodel *m)
+{
+    return m->state == CIRCUIT_OPEN || m->state == CIRCUIT_HALF_OPEN;
 }
 
 /* ---- delivery (O1-O5) --------------------------------------------------- */
@@ -364,6 +423,16 @@ int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void
     if (c->probe_timeout_ns <= 0)
         msg_add(msg, sizeof msg, "%sprobe_timeout_ns must be > 0 (got %lld)",
                 msg[0] ? "; " : "", (long long)c->probe_timeout_ns);
+    /* K1: the policy's own check, asked once, its complaint joins the message */
+    if (spec->policy.check != NULL) {
+        char complaint[256] = "";
+        int rc = spec->policy.check(spec->policy.arg, c, complaint, sizeof complaint);
+        if (rc == EINVAL)
+            msg_add(msg, sizeof msg, "%s%s", msg[0] ? "; " : "",
+                    complaint[0] ? complaint : "policy.check refused the config");
+        else if (rc != 0)
+            die("cmodel_new: policy.check returned %d (0 or EINVAL expected)", rc);
+    }
     if (msg[0] != '\0') {
         if (errbuf != NULL && errbuf_len > 0)
             snprintf(errbuf, errbuf_len, "invalid circuit config: %s", msg);
@@ -387,6 +456,8 @@ int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void
     m->classify_arg = spec->classify_arg;
     m->observe = spec->observe;
     m->observe_arg = spec->observe_arg;
+    m->open_for = spec->open_for;
+    m->open_for_arg = spec->open_for_arg;
     m->now = now;
     m->now_arg = now_arg;
     m->state = CIRCUIT_CLOSED; /* S1: generation 0, nothing delivered */
@@ -430,8 +501,9 @@ bool cmodel_allow(cmodel *m, void *call_ctx, cmodel_ticket *t, circuit_rejection
         deliver(m);
         lock(m);
     }
-    /* closed has nothing time-driven: no clock read (as the library) */
-    int64_t now = m->state == CIRCUIT_CLOSED ? 0 : read_clock(m);
+    /* closed and isolated have nothing time-driven: no clock read (as the
+     * library) */
+    int64_t now = has_timers(m) ? read_clock(m) : 0;
     advance(m, now, call_ctx);
 
     bool admitted = false;
@@ -440,6 +512,9 @@ bool cmodel_allow(cmodel *m, void *call_ctx, cmodel_ticket *t, circuit_rejection
     uint64_t seq = 0;
     if (m->state == CIRCUIT_CLOSED) { /* S2 */
         admitted = true;
+    } else if (m->state == CIRCUIT_ISOLATED) { /* OP1 */
+        r.state = CIRCUIT_ISOLATED;
+        r.retry_after_ns = 0;
     } else if (m->state == CIRCUIT_OPEN) { /* S3; advance left it open, so this is >= 1 */
         r.state = CIRCUIT_OPEN;
         r.retry_after_ns = open_left(m, now);
@@ -455,6 +530,7 @@ bool cmodel_allow(cmodel *m, void *call_ctx, cmodel_ticket *t, circuit_rejection
             m->slots[slot_index].held = true;
             m->slots[slot_index].seq = seq;
             m->slots[slot_index].admitted_at = now;
+            m->held++;
             admitted = true;
         } else {
             r.state = CIRCUIT_HALF_OPEN;
@@ -467,6 +543,10 @@ bool cmodel_allow(cmodel *m, void *call_ctx, cmodel_ticket *t, circuit_rejection
     t->slot = slot_index;
     t->slot_seq = seq;
     t->status = admitted ? TICKET_LIVE : TICKET_REJECTED;
+    if (admitted)
+        m->tot.admitted++;
+    else
+        m->tot.rejected++;
     bool due = delivery_due(m);
     unlock(m);
 
@@ -480,8 +560,10 @@ bool cmodel_allow(cmodel *m, void *call_ctx, cmodel_ticket *t, circuit_rejection
 /* Free the ticket's probe slot if this admission still holds it. */
 static void free_own_slot(cmodel *m, const cmodel_ticket *t)
 {
-    if (t->slot >= 0 && m->slots[t->slot].held && m->slots[t->slot].seq == t->slot_seq)
+    if (t->slot >= 0 && m->slots[t->slot].held && m->slots[t->slot].seq == t->slot_seq) {
         m->slots[t->slot].held = false;
+        m->held--;
+    }
 }
 
 bool cmodel_done(cmodel_ticket *t, int result)
@@ -514,17 +596,31 @@ bool cmodel_done(cmodel_ticket *t, int result)
         die("cmodel_done: ticket not filled by cmodel_allow");
     }
     t->status = TICKET_DONE;
-    /* closed has nothing time-driven: the clock is read only to open */
-    int64_t now = m->state == CIRCUIT_CLOSED ? 0 : read_clock(m);
+    /* closed and isolated have nothing time-driven: the clock is read only
+     * to open */
+    int64_t now = has_timers(m) ? read_clock(m) : 0;
     advance(m, now, t->call_ctx); /* P1: including this probe's own timeout */
-    bool on_time = m->gen == t->gen;
+    bool on_time = m->gen == t->gen; /* T2; isolate and reset make results late (OP1, OP2) */
+    if (!on_time)
+        m->tot.late++;
+    else if (o == CIRCUIT_SUCCESS)
+        m->tot.successes++;
+    else if (o == CIRCUIT_FAILURE)
+        m->tot.failures++;
+    else
+        m->tot.ignored++;
     if (on_time && o != CIRCUIT_IGNORED) { /* C5: ignored counts nothing */
-        count_result(m, o);
+        bool had_failure = count_result(m, o);
         if (m->state == CIRCUIT_CLOSED) {
-            circuit_counts c = m->counts;
-            if (m->policy.trip(m->policy.arg, &c))
-                enter(m, CIRCUIT_OPEN, read_clock(m), t->call_ctx);
-        } else { /* half-open: a generation that admitted calls is never open */
+            /* S2 (amended): asked after a failure, and after a success only
+             * when the window held a failure before it was counted */
+            if (o == CIRCUIT_FAILURE || had_failure) {
+                circuit_counts c = m->counts;
+                if (m->policy.trip(m->policy.arg, &c))
+                    enter(m, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, read_clock(m), t->call_ctx);
+            }
+        } else { /* half-open: a generation that admitted calls is never open
+                  * or isolated */
             apply_probe(m, ask_probe(m), now, t->call_ctx);
         }
     }
@@ -550,11 +646,14 @@ void cmodel_release(cmodel_ticket *t)
     int status = t->status;
     if (status == TICKET_LIVE) {
         t->status = TICKET_RELEASED;
+        m->tot.released++;
         /* P3: free the slot at once, unless its timeout already fell due: then
          * the next allow or done times it out as of that moment (P1). */
         if (t->slot >= 0 && m->slots[t->slot].held && m->slots[t->slot].seq == t->slot_seq &&
-            !probe_due(m, &m->slots[t->slot], read_clock(m)))
+            !probe_due(m, &m->slots[t->slot], read_clock(m))) {
             m->slots[t->slot].held = false;
+            m->held--;
+        }
     }
     unlock(m);
     if (status != TICKET_LIVE && status != TICKET_DONE && status != TICKET_RELEASED &&
@@ -571,4 +670,71 @@ circuit_state cmodel_get_state(cmodel *m)
         s = CIRCUIT_HALF_OPEN;
     unlock(m);
     return s;
+}
+
+void cmodel_get_stats(cmodel *m, circuit_stats *out)
+{
+    check_model(m, "cmodel_get_stats");
+    if (out == NULL)
+        die("cmodel_get_stats: NULL out");
+    circuit_stats st;
+    memset(&st, 0, sizeof st);
+    lock(m);
+    st.state = m->state;
+    st.generation = m->gen;
+    st.counts = m->counts;
+    if (m->state == CIRCUIT_HALF_OPEN)
+        st.probes_in_flight = m->held;
+    if (m->state == CIRCUIT_OPEN) {
+        int64_t left = open_left(m, read_clock(m));
+        if (left > 0) {
+            st.retry_after_ns = left;
+        } else { /* S5: already half-open, as get_state says; nothing made yet */
+            st.state = CIRCUIT_HALF_OPEN;
+            st.generation = m->gen + 1;
+        }
+    }
+    st.admitted = m->tot.admitted;
+    st.rejected = m->tot.rejected;
+    st.successes = m->tot.successes;
+    st.failures = m->tot.failures;
+    st.ignored = m->tot.ignored;
+    st.late = m->tot.late;
+    st.released = m->tot.released;
+    st.timed_out = m->tot.timed_out;
+    st.transitions = m->tot.transitions;
+    unlock(m);
+    *out = st;
+}
+
+/* isolate and reset: the time-driven changes that fell due first (see the
+ * header), then the operator's transition, if any; delivered before
+ * returning. `to` is CIRCUIT_ISOLATED (OP1) or CIRCUIT_CLOSED (OP2). */
+static int operator_call(cmodel *m, void *call_ctx, circuit_state to)
+{
+    lock(m);
+    int64_t now = has_timers(m) ? read_clock(m) : 0;
+    advance(m, now, call_ctx);
+    int rc = EALREADY;
+    if (m->state != to) {
+        enter(m, to, CIRCUIT_CAUSE_OPERATOR, 0, call_ctx);
+        rc = 0;
+    }
+    bool due = delivery_due(m);
+    unlock(m);
+    if (due)
+        deliver(m); /* O3, OP3 */
+    return rc;
+}
+
+int cmodel_isolate(cmodel *m, void *call_ctx)
+{
+    check_model(m, "cmodel_isolate");
+    return operator_call(m, call_ctx, CIRCUIT_ISOLATED);
+}
+
+int cmodel_reset(cmodel *m, void *call_ctx)
+{
+    check_model(m, "cmodel_reset");
+    return operator_call(m, call_ctx, CIRCUIT_CLOSED);
 }

@@ -15,14 +15,32 @@
  *
  * It is never installed and is not part of the library's API.
  *
- * Semantics are those of include/circuit.h; the differences are listed here:
+ * Semantics are those of include/circuit.h (SPEC 0.2: S2 as amended, the
+ * ISOLATED state and the operator calls OP1-OP3, open-period backoff B1-B2,
+ * policy.check K1, stats M1); the differences are listed here:
  *   - time comes from the `now` function given to cmodel_new (NULL: the
  *     model reads CLOCK_MONOTONIC itself);
  *   - the callbacks are called as the library calls them: classify and
- *     observe outside the mutex, trip and probe INSIDE it (they must not call
- *     the model; SPEC L4 asks them to be pure anyway);
+ *     observe outside the mutex; trip, probe and open_for INSIDE it (they
+ *     must not call the model; SPEC L4 and B3 ask them to be pure anyway),
+ *     each exactly once per decision;
  *   - a transition's queue node is malloc'ed (out of memory aborts);
  *   - abort messages start with "cmodel: ".
+ *
+ * Choices the SPEC leaves to the implementation, made here (the
+ * differential test holds the library to them):
+ *   - cmodel_isolate and cmodel_reset first make the time-driven changes
+ *     that fell due (open -> half-open, probe timeouts), as allow and done
+ *     do (P1), then make their own transition; so the `from` of an operator
+ *     transition is what cmodel_get_state reported just before.
+ *   - cmodel_get_stats, a pure read, reports an open state whose period has
+ *     passed as the half-open state it has become (S5): state half-open,
+ *     generation + 1, zero counts, no probe in flight, retry_after 0. Probe
+ *     timeouts that fell due but were not yet made by an allow or done are
+ *     still in probes_in_flight and not yet in timed_out.
+ *   - B2's reopen count is cleared whenever the breaker enters closed (probe
+ *     policy or reset); isolate keeps it, but the only way out of isolated
+ *     is reset, so it is never seen again.
  *
  * Thread-safety: every function but cmodel_new and cmodel_free may be called
  * from any number of threads at once. observe never runs concurrently with
@@ -50,9 +68,11 @@ typedef struct cmodel cmodel;
  *  with the model's mutex held; it must not call the model. */
 typedef int64_t (*cmodel_clock_fn)(void *arg);
 
-/** Like circuit_new: 0, EINVAL (one message naming every invalid field;
- *  *out = NULL) or ENOMEM (*out = NULL). `now` may be NULL (CLOCK_MONOTONIC).
- *  Aborts when out, spec, a policy function, classify or observe is NULL. */
+/** Like circuit_new: 0, EINVAL (one message naming every invalid field,
+ *  then the complaint of policy.check if it has one (K1); *out = NULL) or
+ *  ENOMEM (*out = NULL). `now` may be NULL (CLOCK_MONOTONIC). Aborts when
+ *  out, spec, a policy function, classify or observe is NULL, or when
+ *  policy.check returns anything but 0 or EINVAL. */
 int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void *now_arg,
                char *errbuf, size_t errbuf_len);
 
@@ -81,6 +101,17 @@ void cmodel_release(cmodel_ticket *t);
 
 /** Like circuit_get_state: a pure read. */
 circuit_state cmodel_get_state(cmodel *m);
+
+/** Like circuit_get_stats: a pure read (see the choices above). The totals
+ *  are exact: admitted = successes + failures + ignored + late + released +
+ *  (tickets still live). */
+void cmodel_get_stats(cmodel *m, circuit_stats *out);
+
+/** Like circuit_isolate (OP1): 0, or EALREADY when isolated. */
+int cmodel_isolate(cmodel *m, void *call_ctx);
+
+/** Like circuit_reset (OP2): 0, or EALREADY when closed. */
+int cmodel_reset(cmodel *m, void *call_ctx);
 
 #ifdef __cplusplus
 }

@@ -70,13 +70,23 @@ struct fx {
     int64_t now;
     /* policy: 0 disables a rule */
     int64_t trip_failures;    /* trip when failures >= */
+    int64_t trip_successes;   /* trip when consecutive_successes >= */
     int64_t close_successes;  /* probe: close when successes >= */
     int64_t reopen_failures;  /* probe: reopen when failures >= */
     int64_t reopen_timed_out; /* probe: reopen when timed_out >= */
     int     probe_bad;        /* probe returns this invalid value when non-zero */
+    /* open_for (B1): base + 100 * reopens + generation; `period_bad`
+     * returned instead when non-zero */
+    int64_t period_base;
+    int64_t period_bad;
+    /* policy.check (K1): the answer and the complaint */
+    int         check_rc;
+    const char *check_msg;
+    int         n_check;
     /* what the callbacks saw */
-    int                n_trip, n_probe, n_classify;
+    int                n_trip, n_probe, n_classify, n_open_for;
     circuit_counts     last_trip, last_probe;
+    circuit_open_info  infos[MAX_TR];
     circuit_transition tr[MAX_TR];
     void              *tr_ctx[MAX_TR];
     int                n_tr;
@@ -95,7 +105,8 @@ static bool fx_trip(void *arg, const circuit_counts *c)
     fx *f = arg;
     f->n_trip++;
     f->last_trip = *c;
-    return f->trip_failures > 0 && c->failures >= f->trip_failures;
+    return (f->trip_failures > 0 && c->failures >= f->trip_failures) ||
+           (f->trip_successes > 0 && c->consecutive_successes >= f->trip_successes);
 }
 
 static circuit_state fx_probe(void *arg, const circuit_counts *c)
@@ -112,6 +123,27 @@ static circuit_state fx_probe(void *arg, const circuit_counts *c)
     if (f->reopen_timed_out > 0 && c->timed_out >= f->reopen_timed_out)
         return CIRCUIT_OPEN;
     return CIRCUIT_HALF_OPEN;
+}
+
+static int64_t fx_open_for(void *arg, const circuit_open_info *info)
+{
+    fx *f = arg;
+    if (f->n_open_for < MAX_TR)
+        f->infos[f->n_open_for] = *info;
+    f->n_open_for++;
+    if (f->period_bad != 0)
+        return f->period_bad;
+    return f->period_base + 100 * info->reopens + (int64_t)info->generation;
+}
+
+static int fx_check(void *arg, const circuit_config *cfg, char *errbuf, size_t errbuf_len)
+{
+    fx *f = arg;
+    (void)cfg;
+    f->n_check++;
+    if (f->check_rc != 0 && f->check_msg != NULL)
+        snprintf(errbuf, errbuf_len, "%s", f->check_msg);
+    return f->check_rc;
 }
 
 /* result codes are the outcomes themselves; 99 is invalid */
@@ -149,16 +181,28 @@ static circuit_spec fx_spec(fx *f, int window, int probes, int64_t open_for, int
     return s;
 }
 
-static void fx_init(fx *f, int window, int probes, int64_t open_for, int64_t timeout)
+/* period_base > 0: open periods come from fx_open_for (B1) */
+static void fx_init_backoff(fx *f, int window, int probes, int64_t open_for, int64_t timeout,
+                            int64_t period_base)
 {
     memset(f, 0, sizeof *f);
     f->now = 1000;
+    f->period_base = period_base;
     circuit_spec s = fx_spec(f, window, probes, open_for, timeout);
+    if (period_base > 0) {
+        s.open_for = fx_open_for;
+        s.open_for_arg = f;
+    }
     int rc = cmodel_new(&f->m, &s, fx_clock, f, NULL, 0);
     if (rc != 0) {
         fprintf(stderr, "%s: cmodel_new failed: %d\n", cur_test, rc);
         exit(1);
     }
+}
+
+static void fx_init(fx *f, int window, int probes, int64_t open_for, int64_t timeout)
+{
+    fx_init_backoff(f, window, probes, open_for, timeout, 0);
 }
 
 static void fx_fini(fx *f)
@@ -548,8 +592,12 @@ TEST(C5_ignored_counts_nothing_frees_slot)
     CHECK(call(&f, CIRCUIT_IGNORED));
     CHECK_EQ(f.n_trip, trips);
     call(&f, CIRCUIT_SUCCESS);
-    CHECK_COUNTS(&f.last_trip, 3, 0, 3, 0, 0); /* the run went on across the ignored */
-    open_it(&f, 1);                            /* failures >= 1 */
+    CHECK_EQ(f.n_trip, trips); /* S2: no failure in the window, nothing asked */
+    circuit_stats st;
+    cmodel_get_stats(f.m, &st);
+    CHECK_COUNTS(&st.counts, 3, 0, 3, 0, 0); /* the run went on across the ignored */
+    CHECK_EQ(st.ignored, 1);
+    open_it(&f, 1); /* failures >= 1 */
     f.now += 100;
     cmodel_ticket a = {0}, b = {0};
     CHECK(allow(&f, &a));
@@ -695,6 +743,470 @@ TEST(O4_O5_observe_unwinding_leaves_rest_for_next_call)
     fx_fini(&f);
 }
 
+/* ---- 0.2: S2 amended ------------------------------------------------------ */
+
+static void stats(fx *f, circuit_stats *st)
+{
+    memset(st, 0x5a, sizeof *st);
+    cmodel_get_stats(f->m, st);
+}
+
+TEST(S2_success_into_failure_free_window_asks_nothing)
+{
+    fx f;
+    fx_init(&f, 3, 1, 100, 50);
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_trip, 0); /* window S S S: nothing asked */
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.n_trip, 1);
+    CHECK_COUNTS(&f.last_trip, 2, 1, 0, 1, 0); /* F evicted an S */
+    CHECK(call(&f, CIRCUIT_SUCCESS));         /* window held a failure: asked */
+    CHECK_EQ(f.n_trip, 2);
+    CHECK_COUNTS(&f.last_trip, 2, 1, 1, 0, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the last failure: still asked, failures = 0 */
+    CHECK_EQ(f.n_trip, 4);
+    CHECK_COUNTS(&f.last_trip, 3, 0, 3, 0, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* failure-free again: nothing asked */
+    CHECK(call(&f, CIRCUIT_IGNORED));
+    CHECK_EQ(f.n_trip, 4);
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK_COUNTS(&st.counts, 3, 0, 4, 0, 0); /* counted all the same (C1, C2) */
+    fx_fini(&f);
+}
+
+TEST(S2_window_one_success_after_failure_is_asked_once)
+{
+    fx f;
+    fx_init(&f, 1, 1, 100, 50);
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_trip, 0);
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_COUNTS(&f.last_trip, 0, 1, 0, 1, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the failure: asked */
+    CHECK_EQ(f.n_trip, 2);
+    CHECK_COUNTS(&f.last_trip, 1, 0, 1, 0, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_trip, 2);
+    fx_fini(&f);
+}
+
+/* a success-counting trip policy no longer opens on an all-success window
+ * (the one behaviour S2's amendment changes) but does open once a failure is
+ * in the window */
+TEST(S2_success_policy_opens_only_with_a_failure_in_window)
+{
+    fx f;
+    fx_init(&f, 8, 1, 100, 50);
+    f.trip_successes = 3; /* a policy that opens on a run of successes */
+    for (int i = 0; i < 5; i++)
+        CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_trip, 0);
+    CHECK_EQ(f.n_tr, 0);
+    CHECK(call(&f, CIRCUIT_FAILURE)); /* asked: cs = 0, stays closed */
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_tr, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* the failure is still in the window: asked, opens */
+    CHECK_EQ(f.n_trip, 4);
+    CHECK_EQ(f.n_tr, 1);
+    CHECK(f.tr[0].cause == CIRCUIT_CAUSE_POLICY);
+    CHECK_COUNTS(&f.tr[0].counts, 7, 1, 3, 0, 0); /* window 8: the first success left */
+    fx_fini(&f);
+}
+
+/* ---- 0.2: operator calls ---------------------------------------------------- */
+
+TEST(OP1_isolate_from_closed_makes_earlier_results_late)
+{
+    fx f;
+    fx_init(&f, 4, 1, 100, 50);
+    f.trip_failures = 2;
+    cmodel_ticket a = {0}, b = {0}, c = {0};
+    CHECK(allow(&f, &a));
+    CHECK(allow(&f, &b));
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    int trips = f.n_trip;
+    CHECK_EQ(cmodel_isolate(f.m, (void *)0x15), 0);
+    CHECK_EQ(f.n_tr, 1);
+    CHECK(f.tr[0].from == CIRCUIT_CLOSED && f.tr[0].to == CIRCUIT_ISOLATED);
+    CHECK_EQ(f.tr[0].generation, 1);
+    CHECK(f.tr[0].cause == CIRCUIT_CAUSE_OPERATOR);
+    CHECK_EQ(f.tr[0].open_for_ns, 0);
+    CHECK_COUNTS(&f.tr[0].counts, 1, 1, 1, 0, 0);
+    CHECK(f.tr_ctx[0] == (void *)0x15);
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_ISOLATED);
+    /* already isolated: EALREADY, nothing changes */
+    CHECK_EQ(cmodel_isolate(f.m, NULL), EALREADY);
+    CHECK_EQ(f.n_tr, 1);
+    /* every allow rejected {ISOLATED, 0}; nothing asked; earlier results late */
+    circuit_rejection r = {0, -1};
+    CHECK(!cmodel_allow(f.m, NULL, &c, &r));
+    CHECK(r.state == CIRCUIT_ISOLATED);
+    CHECK_EQ(r.retry_after_ns, 0);
+    CHECK(!cmodel_done(&a, CIRCUIT_FAILURE));
+    cmodel_release(&b);
+    CHECK_EQ(f.n_trip, trips);
+    CHECK_EQ(f.n_probe, 0);
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK(st.state == CIRCUIT_ISOLATED);
+    CHECK_EQ(st.generation, 1);
+    CHECK_COUNTS(&st.counts, 0, 0, 0, 0, 0);
+    CHECK_EQ(st.admitted, 4);
+    CHECK_EQ(st.rejected, 1);
+    CHECK_EQ(st.late, 1);
+    CHECK_EQ(st.released, 1);
+    CHECK_EQ(st.transitions, 1);
+    fx_fini(&f);
+}
+
+TEST(OP1_isolated_has_no_time_driven_change)
+{
+    fx f;
+    fx_init(&f, 4, 2, 100, 50);
+    open_it(&f, 1);
+    f.now += 100;
+    cmodel_ticket a = {0}, b = {0};
+    CHECK(allow(&f, &a)); /* half-open, gen 2, a probe due at now + 50 */
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(cmodel_isolate(f.m, NULL), 0);
+    CHECK(f.tr[2].from == CIRCUIT_HALF_OPEN && f.tr[2].to == CIRCUIT_ISOLATED);
+    CHECK_COUNTS(&f.tr[2].counts, 1, 0, 1, 0, 0);
+    int probes = f.n_probe;
+    f.now += 1000000; /* far past every boundary */
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_ISOLATED);
+    CHECK(!allow(&f, &b));
+    CHECK_EQ(f.n_tr, 3);
+    CHECK_EQ(f.n_probe, probes); /* the probe never times out */
+    CHECK(!cmodel_done(&a, CIRCUIT_SUCCESS));
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK_EQ(st.timed_out, 0);
+    CHECK_EQ(st.probes_in_flight, 0);
+    CHECK_EQ(st.retry_after_ns, 0);
+    fx_fini(&f);
+}
+
+TEST(OP1_isolate_from_open_carries_zero_counts)
+{
+    fx f;
+    fx_init(&f, 4, 1, 100, 50);
+    open_it(&f, 1);
+    f.now += 10;
+    CHECK_EQ(cmodel_isolate(f.m, NULL), 0);
+    CHECK_EQ(f.n_tr, 2);
+    CHECK(f.tr[1].from == CIRCUIT_OPEN && f.tr[1].to == CIRCUIT_ISOLATED);
+    CHECK_COUNTS(&f.tr[1].counts, 0, 0, 0, 0, 0);
+    fx_fini(&f);
+}
+
+/* the model's reading of P1 for operator calls: what fell due is made first,
+ * so the operator's transition starts from the state get_state reported */
+TEST(OP1_P1_isolate_makes_due_changes_first)
+{
+    fx f;
+    fx_init(&f, 4, 1, 100, 50);
+    open_it(&f, 1); /* open at 1000 until 1100 */
+    f.now = 1100;
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_HALF_OPEN);
+    CHECK_EQ(cmodel_isolate(f.m, (void *)3), 0);
+    CHECK_EQ(f.n_tr, 3);
+    CHECK(f.tr[1].from == CIRCUIT_OPEN && f.tr[1].to == CIRCUIT_HALF_OPEN);
+    CHECK(f.tr[1].cause == CIRCUIT_CAUSE_TIMER);
+    CHECK(f.tr[2].from == CIRCUIT_HALF_OPEN && f.tr[2].to == CIRCUIT_ISOLATED);
+    CHECK(f.tr_ctx[1] == (void *)3 && f.tr_ctx[2] == (void *)3);
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+
+    /* a probe timed out before the reset: timed out first (probe asked) */
+    open_it(&f, 1);
+    f.now += 100;
+    cmodel_ticket a = {0};
+    CHECK(allow(&f, &a));
+    int probes = f.n_probe;
+    f.now += 50;
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+    CHECK_EQ(f.n_probe, probes + 1);
+    CHECK_COUNTS(&f.tr[f.n_tr - 1].counts, 0, 0, 0, 0, 1);
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK_EQ(st.timed_out, 1);
+    CHECK(!cmodel_done(&a, CIRCUIT_SUCCESS));
+    fx_fini(&f);
+}
+
+TEST(OP2_reset_closes_with_zero_counts)
+{
+    fx f;
+    fx_init(&f, 4, 2, 100, 50);
+    CHECK_EQ(cmodel_reset(f.m, NULL), EALREADY); /* closed */
+    CHECK_EQ(f.n_tr, 0);
+    open_it(&f, 1);
+    CHECK_EQ(cmodel_reset(f.m, (void *)9), 0); /* from open */
+    CHECK_EQ(f.n_tr, 2);
+    CHECK(f.tr[1].from == CIRCUIT_OPEN && f.tr[1].to == CIRCUIT_CLOSED);
+    CHECK(f.tr[1].cause == CIRCUIT_CAUSE_OPERATOR);
+    CHECK_EQ(f.tr[1].open_for_ns, 0);
+    CHECK(f.tr_ctx[1] == (void *)9);
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_CLOSED);
+    CHECK_EQ(cmodel_reset(f.m, NULL), EALREADY);
+    /* from half-open: the transition carries the half-open counts, outstanding
+     * probes become late, the closed state starts from zero */
+    open_it(&f, 1);
+    f.now += 100;
+    cmodel_ticket a = {0}, b = {0};
+    CHECK(allow(&f, &a));
+    CHECK(allow(&f, &b));
+    CHECK(cmodel_done(&a, CIRCUIT_SUCCESS));
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+    CHECK(f.tr[f.n_tr - 1].from == CIRCUIT_HALF_OPEN && f.tr[f.n_tr - 1].to == CIRCUIT_CLOSED);
+    CHECK_COUNTS(&f.tr[f.n_tr - 1].counts, 1, 0, 1, 0, 0);
+    CHECK(!cmodel_done(&b, CIRCUIT_FAILURE));
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK(st.state == CIRCUIT_CLOSED);
+    CHECK_COUNTS(&st.counts, 0, 0, 0, 0, 0);
+    /* from isolated */
+    CHECK_EQ(cmodel_isolate(f.m, NULL), 0);
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+    CHECK(f.tr[f.n_tr - 1].from == CIRCUIT_ISOLATED && f.tr[f.n_tr - 1].to == CIRCUIT_CLOSED);
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    fx_fini(&f);
+}
+
+/* isolate and reset inside observe: their transitions are delivered after it
+ * returns, numbered and ordered like any other */
+static void op3_hook(fx *f, const circuit_transition *t)
+{
+    if (t->generation == 1) {
+        int before = f->n_tr;
+        CHECK_EQ(cmodel_isolate(f->m, (void *)0x31), 0);
+        CHECK_EQ(f->n_tr, before);
+        CHECK(cmodel_get_state(f->m) == CIRCUIT_ISOLATED);
+        CHECK_EQ(cmodel_reset(f->m, (void *)0x32), 0);
+        CHECK_EQ(cmodel_reset(f->m, (void *)0x33), EALREADY);
+    }
+}
+
+TEST(OP3_operator_calls_from_observe)
+{
+    fx f;
+    fx_init(&f, 4, 1, 100, 50);
+    f.hook = op3_hook;
+    open_it(&f, 1);
+    CHECK_EQ(f.n_tr, 3);
+    CHECK_EQ(f.observe_reentered, 0);
+    CHECK(f.tr[1].from == CIRCUIT_OPEN && f.tr[1].to == CIRCUIT_ISOLATED && f.tr_ctx[1] == (void *)0x31);
+    CHECK(f.tr[2].from == CIRCUIT_ISOLATED && f.tr[2].to == CIRCUIT_CLOSED && f.tr_ctx[2] == (void *)0x32);
+    CHECK_EQ(f.tr[2].generation, 3);
+    fx_fini(&f);
+}
+
+/* ---- 0.2: open-period backoff ---------------------------------------------- */
+
+TEST(B1_TM2_open_period_chosen_and_exact)
+{
+    fx f;
+    fx_init_backoff(&f, 4, 1, 100, 50, 1000); /* period = 1000 + 100*reopens + gen */
+    open_it(&f, 1);                           /* gen 1 at 1000: 1001 ns */
+    CHECK_EQ(f.n_open_for, 1);
+    CHECK_EQ(f.tr[0].open_for_ns, 1001);
+    CHECK_COUNTS(&f.infos[0].counts, 0, 1, 0, 1, 0);
+    CHECK_EQ(f.infos[0].generation, 1);
+    CHECK_EQ(f.infos[0].reopens, 0);
+    circuit_rejection r;
+    cmodel_ticket a = {0};
+    CHECK(!cmodel_allow(f.m, NULL, &a, &r));
+    CHECK_EQ(r.retry_after_ns, 1001);
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK_EQ(st.retry_after_ns, 1001);
+    f.now = 1000 + 1000; /* config's open_for_ns passed, the chosen one not */
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_OPEN);
+    f.now = 1000 + 1000; /* 1 ns left */
+    CHECK(!cmodel_allow(f.m, NULL, &a, &r));
+    CHECK_EQ(r.retry_after_ns, 1);
+    f.now = 2001;
+    CHECK(allow(&f, &a)); /* exactly at the chosen boundary: a probe */
+    CHECK(f.tr[1].to == CIRCUIT_HALF_OPEN && f.tr[1].cause == CIRCUIT_CAUSE_TIMER);
+    CHECK_EQ(f.tr[1].open_for_ns, 0);
+    f.reopen_failures = 1;
+    f.now = 2011;
+    CHECK(cmodel_done(&a, CIRCUIT_FAILURE)); /* reopen, gen 3: 1000 + 100 + 3 */
+    CHECK(f.tr[2].to == CIRCUIT_OPEN && f.tr[2].cause == CIRCUIT_CAUSE_POLICY);
+    CHECK_EQ(f.tr[2].open_for_ns, 1103);
+    CHECK_EQ(f.infos[1].reopens, 1);
+    CHECK_EQ(f.infos[1].generation, 3);
+    CHECK_COUNTS(&f.infos[1].counts, 0, 1, 0, 1, 0);
+    f.now = 2011 + 1102;
+    CHECK(!cmodel_allow(f.m, NULL, &a, &r));
+    CHECK_EQ(r.retry_after_ns, 1);
+    f.now = 2011 + 1103;
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_HALF_OPEN);
+    fx_fini(&f);
+}
+
+TEST(B1_without_open_for_the_config_period)
+{
+    fx f;
+    fx_init(&f, 4, 1, 321, 50);
+    open_it(&f, 1);
+    CHECK_EQ(f.tr[0].open_for_ns, 321);
+    CHECK_EQ(f.n_open_for, 0);
+    fx_fini(&f);
+}
+
+TEST(B2_reopens_since_last_close)
+{
+    fx f;
+    fx_init_backoff(&f, 4, 1, 100, 50, 1000);
+    open_it(&f, 1); /* reopens 0 */
+    f.reopen_failures = 1;
+    f.reopen_timed_out = 1;
+    /* reopen by a probe failure, then by a probe timeout */
+    f.now += 2000;
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    f.now += 2000;
+    cmodel_ticket a = {0};
+    CHECK(allow(&f, &a));
+    f.now += 50;
+    cmodel_ticket b = {0};
+    CHECK(!allow(&f, &b)); /* a timed out: reopened as of its due time */
+    CHECK(!cmodel_done(&a, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_open_for, 3);
+    CHECK_EQ(f.infos[1].reopens, 1);
+    CHECK_EQ(f.infos[2].reopens, 2);
+    CHECK_COUNTS(&f.infos[2].counts, 0, 0, 0, 0, 1);
+    /* closed by the probe policy: the next trip is reopens 0 again */
+    f.reopen_failures = 0;
+    f.reopen_timed_out = 0;
+    f.close_successes = 1;
+    f.now += 2000;
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(cmodel_get_state(f.m) == CIRCUIT_CLOSED);
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.infos[3].reopens, 0);
+    /* one reopen, then reset: the next trip counts from 0 */
+    f.close_successes = 0;
+    f.reopen_failures = 1;
+    f.now += 2000;
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.infos[4].reopens, 1);
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.infos[5].reopens, 0);
+    /* isolate from half-open, reset, trip: 0 */
+    f.now += 2000;
+    CHECK(call(&f, CIRCUIT_FAILURE)); /* reopen 1 */
+    f.now += 2000;
+    CHECK(allow(&f, &a));
+    CHECK_EQ(cmodel_isolate(f.m, NULL), 0);
+    CHECK_EQ(cmodel_reset(f.m, NULL), 0);
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.infos[7].reopens, 0);
+    CHECK_EQ(f.infos[7].generation, f.tr[f.n_tr - 1].generation);
+    CHECK_EQ(f.n_open_for, 8);
+    fx_fini(&f);
+}
+
+/* ---- 0.2: stats ------------------------------------------------------------- */
+
+TEST(M1_stats_totals_are_exact_and_add_up)
+{
+    fx f;
+    fx_init(&f, 4, 2, 100, 50);
+    circuit_stats st;
+    stats(&f, &st);
+    CHECK(st.state == CIRCUIT_CLOSED);
+    CHECK_EQ(st.generation, 0);
+    CHECK_EQ(st.admitted + st.rejected + st.successes + st.failures + st.ignored + st.late + st.released +
+                 st.timed_out + st.transitions,
+             0);
+    int trans = f.n_tr;
+    cmodel_ticket live = {0}, a = {0}, b = {0};
+    CHECK(allow(&f, &live));
+    CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK(call(&f, CIRCUIT_IGNORED));
+    CHECK(allow(&f, &a));
+    cmodel_release(&a);
+    cmodel_release(&a); /* settled: not counted again */
+    open_it(&f, 2);
+    CHECK(!allow(&f, &a));
+    stats(&f, &st);
+    CHECK(st.state == CIRCUIT_OPEN);
+    CHECK_EQ(st.generation, 1);
+    CHECK_EQ(st.retry_after_ns, 100);
+    CHECK_EQ(st.admitted, 6);
+    CHECK_EQ(st.rejected, 1);
+    CHECK_EQ(st.successes, 1);
+    CHECK_EQ(st.failures, 2);
+    CHECK_EQ(st.ignored, 1);
+    CHECK_EQ(st.released, 1);
+    CHECK_EQ(st.transitions, (uint64_t)(f.n_tr - trans));
+    CHECK_EQ(st.admitted, st.successes + st.failures + st.ignored + st.late + st.released + 1);
+    CHECK(!cmodel_done(&live, CIRCUIT_SUCCESS)); /* late */
+    /* open past its period: reported as the half-open state it has become
+     * (S5), nothing made */
+    f.now += 100;
+    stats(&f, &st);
+    CHECK(st.state == CIRCUIT_HALF_OPEN);
+    CHECK_EQ(st.generation, 2);
+    CHECK_EQ(st.retry_after_ns, 0);
+    CHECK_EQ(st.transitions, 1);
+    CHECK(allow(&f, &a));
+    CHECK(allow(&f, &b));
+    stats(&f, &st);
+    CHECK_EQ(st.probes_in_flight, 2);
+    CHECK_EQ(st.generation, 2);
+    CHECK_EQ(st.transitions, 2);
+    f.now += 50; /* both due: in flight until an allow or done makes the timeouts */
+    stats(&f, &st);
+    CHECK_EQ(st.probes_in_flight, 2);
+    CHECK_EQ(st.timed_out, 0);
+    CHECK(cmodel_done(&a, CIRCUIT_SUCCESS)); /* both time out first, then a's result counts (P2) */
+    stats(&f, &st);
+    CHECK_EQ(st.timed_out, 2);
+    CHECK_EQ(st.counts.timed_out, 2);
+    CHECK_EQ(st.probes_in_flight, 0);
+    CHECK_COUNTS(&st.counts, 1, 0, 1, 0, 2);
+    cmodel_release(&b);
+    stats(&f, &st);
+    CHECK_EQ(st.late, 1);
+    CHECK_EQ(st.admitted, st.successes + st.failures + st.ignored + st.late + st.released);
+    fx_fini(&f);
+}
+
+/* ---- 0.2: policy check -------------------------------------------------------- */
+
+TEST(K1_policy_check_joins_the_message)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    circuit_spec s = fx_spec(&f, 0, 1, 1, 1);
+    s.policy.check = fx_check;
+    f.check_rc = EINVAL;
+    f.check_msg = "min_results 50 is more than window";
+    char buf[512];
+    cmodel *m = (cmodel *)&s;
+    CHECK_EQ(cmodel_new(&m, &s, fx_clock, &f, buf, sizeof buf), EINVAL);
+    CHECK(m == NULL);
+    CHECK_EQ(f.n_check, 1);
+    CHECK(strstr(buf, "window") && strstr(buf, "min_results 50 is more than window"));
+    CHECK(strstr(buf, "window") < strstr(buf, "min_results"));
+    s = fx_spec(&f, 4, 1, 1, 1);
+    s.policy.check = fx_check;
+    CHECK_EQ(cmodel_new(&m, &s, fx_clock, &f, buf, sizeof buf), EINVAL); /* the policy alone */
+    CHECK(strstr(buf, "min_results"));
+    f.check_rc = 0;
+    CHECK_EQ(cmodel_new(&m, &s, fx_clock, &f, buf, sizeof buf), 0);
+    CHECK_EQ(f.n_check, 3);
+    cmodel_free(m);
+}
+
 /* ---- aborts (CFG4, T1, T4) ------------------------------------------------ */
 
 static void expect_abort(const char *what, void (*fn)(void), const char *needle)
@@ -794,6 +1306,21 @@ static void null_model(void)
     cmodel_get_state(NULL);
 }
 
+static void open_for_nonpositive(void)
+{
+    fx_init_backoff(&afx, 4, 1, 100, 50, 1000);
+    afx.period_bad = -5;
+    open_it(&afx, 1);
+}
+static void check_bad_answer(void)
+{
+    circuit_spec s = fx_spec(&afx, 1, 1, 1, 1);
+    s.policy.check = fx_check;
+    afx.check_rc = 7;
+    cmodel *m;
+    cmodel_new(&m, &s, NULL, NULL, NULL, 0);
+}
+
 TEST(CFG4_T1_T4_programming_errors_abort)
 {
     expect_abort("done after done", done_twice, "already settled by done");
@@ -805,6 +1332,8 @@ TEST(CFG4_T1_T4_programming_errors_abort)
     expect_abort("allow on a live ticket", allow_live, "live");
     expect_abort("NULL observe", new_null_observe, "NULL observe");
     expect_abort("NULL model", null_model, "NULL model");
+    expect_abort("open_for <= 0 (B1)", open_for_nonpositive, "open_for returned a period <= 0 (-5)");
+    expect_abort("policy.check answers 7 (K1)", check_bad_answer, "policy.check returned 7");
 }
 
 /* ---- threads: the model as a baseline must be race-free (run under TSan) -- */
@@ -929,6 +1458,20 @@ int main(void)
         T(C3_timed_out_saturates),
         T(O1_O2_O6_nested_transitions_after_observe_returns),
         T(O4_O5_observe_unwinding_leaves_rest_for_next_call),
+        T(S2_success_into_failure_free_window_asks_nothing),
+        T(S2_window_one_success_after_failure_is_asked_once),
+        T(S2_success_policy_opens_only_with_a_failure_in_window),
+        T(OP1_isolate_from_closed_makes_earlier_results_late),
+        T(OP1_isolated_has_no_time_driven_change),
+        T(OP1_isolate_from_open_carries_zero_counts),
+        T(OP1_P1_isolate_makes_due_changes_first),
+        T(OP2_reset_closes_with_zero_counts),
+        T(OP3_operator_calls_from_observe),
+        T(B1_TM2_open_period_chosen_and_exact),
+        T(B1_without_open_for_the_config_period),
+        T(B2_reopens_since_last_close),
+        T(M1_stats_totals_are_exact_and_add_up),
+        T(K1_policy_check_joins_the_message),
         T(CFG4_T1_T4_programming_errors_abort),
         T(L4_O1_threads_keep_order_and_invariants),
 #undef T
