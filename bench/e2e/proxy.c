@@ -15,7 +15,8 @@
  *     and circuit_classify_http.
  *
  * Every upstream call follows the library's idiom, asynchronously:
- *   circuit_allow -> rejected: 503 at once, Retry-After, body from
+ *   circuit_allow -> rejected: 503 at once, Retry-After from
+ *   circuit_retry_after_s (none while isolated), body from
  *   circuit_rejection_format; admitted: the ticket lives in the per-request
  *   struct (struct fwd), the request is forwarded, and the ticket is settled
  *   with circuit_done in the upstream callback (the result is the upstream's
@@ -23,10 +24,20 @@
  *   request torn down without an upstream answer (the proxy shuts down, the
  *   request could not be sent) is settled with circuit_release.
  *
- * Control endpoints on the same port (never forwarded, never counted):
- *   GET /__stats             all counters, transitions and marks (JSON lines)
- *   GET /__mark?phase=NAME   records a phase boundary; answers the mark line
- *   GET /__state             the breaker's state ("off" with --no-breaker)
+ * The open period backs off: circuit_backoff_exponential from the presets
+ * doubles it at each reopen, from --open-for-ms up to --open-for-max-ms, each
+ * period cut by up to --backoff-jitter, deterministically in (--backoff-seed,
+ * generation).
+ *
+ * The admin port (--admin-port; served by worker 0's loop, never forwarded,
+ * never counted):
+ *   GET  /metrics            the breaker's circuit_get_stats in the Prometheus
+ *                            text format, then the proxy's own counters
+ *   POST /admin/isolate      circuit_isolate: every request gets 503 until reset
+ *   POST /admin/reset        circuit_reset: closed at once, zero counts
+ *   GET  /__stats            all counters, transitions and marks (JSON lines)
+ *   GET  /__mark?phase=NAME  records a phase boundary; answers the mark line
+ *   GET  /__state            the breaker's state ("off" with --no-breaker)
  *
  * On SIGTERM/SIGINT (or after --max-seconds) the proxy stops its workers and
  * writes the same JSON lines as /__stats to --stats-file.
@@ -57,6 +68,7 @@
 
 #include "circuit.h"
 #include "circuit_presets.h"
+#include "circuit_prometheus.h"
 #include "proxy_stats.h"
 
 #define NS_PER_MS INT64_C(1000000)
@@ -67,6 +79,7 @@
 
 typedef struct options {
     int     listen_port;   /* 0: pick one (see --port-file) */
+    int     admin_port;    /* 0: pick one (see --admin-port-file) */
     int     upstream_port;
     int     threads;
     bool    breaker;
@@ -76,12 +89,16 @@ typedef struct options {
     double  ratio;
     int64_t close_after;
     int64_t open_for_ms;
+    int64_t open_for_max_ms;  /* cap of the exponential backoff; = open_for_ms: fixed */
+    uint64_t backoff_seed;
+    double  backoff_jitter;
     int64_t probe_timeout_ms;
     int64_t upstream_timeout_ms;
     int64_t bucket_ms;
     int64_t max_seconds;   /* 0: run until signalled */
     int     pool_max;
     const char *port_file;
+    const char *admin_port_file;
     const char *stats_file;
     bool    verbose;
 } options;
@@ -95,6 +112,9 @@ static void usage(FILE *f)
         "\n"
         "  --port PORT              listen port on 127.0.0.1 (default 0: any free port)\n"
         "  --port-file FILE         write the listen port there once serving\n"
+        "  --admin-port PORT        admin port on 127.0.0.1 (/metrics, /admin/isolate,\n"
+        "                           /admin/reset, /__stats, /__mark, /__state; default 0: any)\n"
+        "  --admin-port-file FILE   write the admin port there once serving\n"
         "  --upstream-port PORT     upstream port on 127.0.0.1 (required)\n"
         "  --threads N              worker threads (default: online CPUs)\n"
         "  --no-breaker             forward everything (no breaker)\n"
@@ -103,7 +123,11 @@ static void usage(FILE *f)
         "  --min-results N          failure-rate policy: results needed (default 20)\n"
         "  --ratio R                failure-rate policy: failure ratio that opens (default 0.5)\n"
         "  --close-after N          failure-rate policy: probe successes that close (default 3)\n"
-        "  --open-for-ms MS         time open before half-open (default 1000)\n"
+        "  --open-for-ms MS         first open period (default 1000)\n"
+        "  --open-for-max-ms MS     open periods double at each reopen up to MS\n"
+        "                           (default 8000; = --open-for-ms: a fixed period)\n"
+        "  --backoff-seed N         seed of the open periods' jitter (default 1)\n"
+        "  --backoff-jitter R       largest share cut off an open period, [0, 1) (default 0.2)\n"
         "  --probe-timeout-ms MS    longest a probe holds its slot (default 1000)\n"
         "  --upstream-timeout-ms MS upstream timeout, counts as a failure (default 300)\n"
         "  --bucket-ms MS           width of a stats interval (default 1000)\n"
@@ -134,13 +158,23 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
     return true;
 }
 
+/* The value's range is checked by the preset's init, which names it. */
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno == 0 && end != s && *end == '\0';
+}
+
 static int parse_options(int argc, char **argv, options *o)
 {
     enum {
         O_PORT = 256, O_PORT_FILE, O_UPSTREAM_PORT, O_THREADS, O_NO_BREAKER, O_WINDOW,
         O_PROBES, O_MIN_RESULTS, O_RATIO, O_CLOSE_AFTER, O_OPEN_FOR, O_PROBE_TIMEOUT,
         O_UPSTREAM_TIMEOUT, O_BUCKET, O_MAX_SECONDS, O_POOL_MAX, O_STATS_FILE, O_VERBOSE,
-        O_HELP
+        O_HELP, O_ADMIN_PORT, O_ADMIN_PORT_FILE, O_OPEN_FOR_MAX, O_BACKOFF_SEED,
+        O_BACKOFF_JITTER
     };
     static const struct option longopts[] = {
         {"port", required_argument, NULL, O_PORT},
@@ -162,6 +196,11 @@ static int parse_options(int argc, char **argv, options *o)
         {"stats-file", required_argument, NULL, O_STATS_FILE},
         {"verbose", no_argument, NULL, O_VERBOSE},
         {"help", no_argument, NULL, O_HELP},
+        {"admin-port", required_argument, NULL, O_ADMIN_PORT},
+        {"admin-port-file", required_argument, NULL, O_ADMIN_PORT_FILE},
+        {"open-for-max-ms", required_argument, NULL, O_OPEN_FOR_MAX},
+        {"backoff-seed", required_argument, NULL, O_BACKOFF_SEED},
+        {"backoff-jitter", required_argument, NULL, O_BACKOFF_JITTER},
         {NULL, 0, NULL, 0},
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -176,6 +215,9 @@ static int parse_options(int argc, char **argv, options *o)
         .ratio = 0.5,
         .close_after = 3,
         .open_for_ms = 1000,
+        .open_for_max_ms = -1,  /* default: 8 x open_for_ms, see below */
+        .backoff_seed = 1,
+        .backoff_jitter = 0.2,
         .probe_timeout_ms = 1000,
         .upstream_timeout_ms = 300,
         .bucket_ms = 1000,
@@ -195,15 +237,19 @@ static int parse_options(int argc, char **argv, options *o)
         case O_WINDOW: ok = parse_int(optarg, 1, CIRCUIT_MAX_COUNT, &o->window); break;
         case O_PROBES: ok = parse_int(optarg, 1, CIRCUIT_MAX_COUNT, &o->probes); break;
         case O_MIN_RESULTS: ok = parse_i64(optarg, 1, CIRCUIT_MAX_COUNT, &o->min_results); break;
-        case O_RATIO: {
-            char *end;
-            errno = 0;
-            o->ratio = strtod(optarg, &end);
-            ok = errno == 0 && end != optarg && *end == '\0';
-            break;
-        }
+        case O_RATIO: ok = parse_double(optarg, &o->ratio); break;
+        case O_BACKOFF_JITTER: ok = parse_double(optarg, &o->backoff_jitter); break;
         case O_CLOSE_AFTER: ok = parse_i64(optarg, 1, CIRCUIT_MAX_COUNT, &o->close_after); break;
         case O_OPEN_FOR: ok = parse_i64(optarg, 1, day_ms, &o->open_for_ms); break;
+        case O_OPEN_FOR_MAX: ok = parse_i64(optarg, 1, day_ms, &o->open_for_max_ms); break;
+        case O_BACKOFF_SEED: {
+            int64_t v;
+            ok = parse_i64(optarg, 0, INT64_MAX, &v);
+            o->backoff_seed = (uint64_t)v;
+            break;
+        }
+        case O_ADMIN_PORT: ok = parse_int(optarg, 0, 65535, &o->admin_port); break;
+        case O_ADMIN_PORT_FILE: o->admin_port_file = optarg; break;
         case O_PROBE_TIMEOUT: ok = parse_i64(optarg, 1, day_ms, &o->probe_timeout_ms); break;
         case O_UPSTREAM_TIMEOUT: ok = parse_i64(optarg, 1, day_ms, &o->upstream_timeout_ms); break;
         case O_BUCKET: ok = parse_i64(optarg, 10, 60000, &o->bucket_ms); break;
@@ -225,6 +271,12 @@ static int parse_options(int argc, char **argv, options *o)
         fprintf(stderr, "circuit-proxy: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
+    if (o->open_for_max_ms < 0)
+        o->open_for_max_ms = o->open_for_ms * 8;
+    if (o->open_for_max_ms < o->open_for_ms) {
+        fputs("circuit-proxy: --open-for-max-ms must be at least --open-for-ms\n", stderr);
+        return -1;
+    }
     if (o->upstream_port < 0) {
         fputs("circuit-proxy: --upstream-port is required\n", stderr);
         usage(stderr);
@@ -242,7 +294,10 @@ typedef struct proxy {
     options              opt;
     circuit_breaker     *breaker;   /* NULL with --no-breaker */
     circuit_failure_rate rate;      /* the policy's argument: outlives the breaker */
+    circuit_backoff_exponential backoff; /* the open_for function's argument: likewise */
     proxy_stats          stats;
+    struct evhttp       *admin;     /* on worker 0's loop */
+    int                  admin_fd;
     int64_t              upstream_timeout_ns;
     char                 upstream_host[32];  /* "127.0.0.1:PORT", the Host header */
     struct worker       *workers;
@@ -307,16 +362,22 @@ static void proxy_observe(void *arg, void *call_ctx, const circuit_transition *t
     if (px->opt.verbose) {
         double at = (double)(proxy_now_ns() - px->stats.t0_ns) / 1e9;
         fprintf(stderr,
-                "circuit-proxy: %9.3f s  %s -> %s  (generation %" PRIu64
+                "circuit-proxy: %9.3f s  %s -> %s  (generation %" PRIu64 ", %s%s%.3f s"
                 "; successes %" PRId64 ", failures %" PRId64 ", timed out %" PRId64 ")\n",
                 at, circuit_state_name(t->from), circuit_state_name(t->to), t->generation,
-                t->counts.successes, t->counts.failures, t->counts.timed_out);
+                proxy_cause_name(t->cause), t->to == CIRCUIT_OPEN ? ", open for " : "",
+                (double)t->open_for_ns / 1e9, t->counts.successes, t->counts.failures,
+                t->counts.timed_out);
     }
 }
 
-static int breaker_state(const proxy *px)
+/* The breaker's stats into *out; NULL with --no-breaker. */
+static const circuit_stats *breaker_stats(const proxy *px, circuit_stats *out)
 {
-    return px->breaker != NULL ? (int)circuit_get_state(px->breaker) : 0;
+    if (px->breaker == NULL)
+        return NULL;
+    circuit_get_stats(px->breaker, out);
+    return out;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -335,29 +396,24 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
         evbuffer_free(body);
 }
 
-/* Retry-After in whole seconds: the time left open rounded UP, at least 1;
- * 1 for a half-open rejection (a probe slot frees up at any moment). */
-static int64_t retry_after_seconds(const circuit_rejection *rej)
-{
-    if (rej->state != CIRCUIT_OPEN)
-        return 1;
-    int64_t s = rej->retry_after_ns / NS_PER_S + (rej->retry_after_ns % NS_PER_S != 0);
-    return s < 1 ? 1 : s;
-}
-
 static void reply_rejected(struct evhttp_request *req, const circuit_rejection *rej)
 {
     char text[160];
-    char retry[24];
     int n = circuit_rejection_format(rej, text, sizeof text - 1);
     if (n < 0)
         snprintf(text, sizeof text, "circuit rejected the call");
     size_t len = strlen(text);
     text[len] = '\n';
     text[len + 1] = '\0';
-    snprintf(retry, sizeof retry, "%" PRId64, retry_after_seconds(rej));
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Retry-After", retry);
+    /* Open: the time left, rounded up; half-open: 1; isolated: 0, no header
+     * (an operator holds the breaker, no time is known). */
+    int64_t retry_s = circuit_retry_after_s(rej);
+    if (retry_s > 0) {
+        char retry[24];
+        snprintf(retry, sizeof retry, "%" PRId64, retry_s);
+        evhttp_add_header(h, "Retry-After", retry);
+    }
     evhttp_add_header(h, "X-Circuit-State", circuit_state_name(rej->state));
     reply_text(req, 503, "Service Unavailable", text);
 }
@@ -598,7 +654,7 @@ static void forward(fwd *f)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Control endpoints                                                         */
+/* The admin port                                                            */
 
 static bool valid_phase_name(const char *s)
 {
@@ -615,11 +671,11 @@ static bool valid_phase_name(const char *s)
     return true;
 }
 
-static void reply_memstream(struct evhttp_request *req, char *data, size_t len)
+static void reply_memstream(struct evhttp_request *req, const char *ctype, char *data,
+                            size_t len)
 {
     struct evbuffer *body = evbuffer_new();
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/x-ndjson");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
     if (body != NULL)
         evbuffer_add(body, data, len);
     evhttp_send_reply(req, 200, "OK", body);
@@ -627,36 +683,122 @@ static void reply_memstream(struct evhttp_request *req, char *data, size_t len)
         evbuffer_free(body);
 }
 
-static void control(worker *w, struct evhttp_request *req, const char *uri)
+/* /metrics: the breaker's stats in the Prometheus text format (the
+ * library's formatter; the breaker="127.0.0.1:PORT" label names the upstream),
+ * then the proxy's own counters. */
+static void write_metrics(proxy *px, FILE *m)
 {
-    proxy *px = w->px;
+    circuit_stats st;
+    if (breaker_stats(px, &st) != NULL) {
+        char buf[4096];
+        int n = circuit_stats_format_prometheus(&st, px->upstream_host, buf, sizeof buf);
+        if (n >= 0 && (size_t)n < sizeof buf) {
+            fwrite(buf, 1, (size_t)n, m);
+        } else if (n >= 0) {
+            char *big = malloc((size_t)n + 1);
+            if (big != NULL &&
+                circuit_stats_format_prometheus(&st, px->upstream_host, big, (size_t)n + 1) == n)
+                fwrite(big, 1, (size_t)n, m);
+            free(big);
+        }
+    }
+    proxy_stats_write_prometheus(&px->stats, m);
+}
+
+/* POST /admin/isolate and /admin/reset: 200 when the call changed the state,
+ * 409 when the breaker already was isolated (closed). The body is one JSON
+ * line: the action, its result and a snapshot taken right after the call
+ * (the breaker's circuit_get_stats and the proxy's counters), so that a
+ * client can tell what happened after the call from what happened before. */
+static void admin_operator(proxy *px, struct evhttp_request *req, bool isolate)
+{
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        reply_text(req, 405, "Method Not Allowed", "use POST\n");
+        return;
+    }
+    if (px->breaker == NULL) {
+        reply_text(req, 409, "Conflict", "no breaker (--no-breaker)\n");
+        return;
+    }
+    int rc = isolate ? circuit_isolate(px->breaker, NULL) : circuit_reset(px->breaker, NULL);
+    circuit_stats st;
+    proxy_mark snap;
+    proxy_stats_snapshot(&px->stats, isolate ? "isolate" : "reset", breaker_stats(px, &st),
+                         &snap);
+    char *data = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&data, &len);
+    if (m == NULL) {
+        reply_text(req, 500, "Internal Server Error", "out of memory\n");
+        return;
+    }
+    proxy_stats_write_operator(m, &snap, rc == 0 ? "done" : "already");
+    fclose(m);
+    struct evbuffer *body = evbuffer_new();
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
+    if (body != NULL)
+        evbuffer_add(body, data, len);
+    if (rc == 0)
+        evhttp_send_reply(req, 200, "OK", body);
+    else
+        evhttp_send_reply(req, 409, "Conflict", body);
+    if (body != NULL)
+        evbuffer_free(body);
+    free(data);
+    if (px->opt.verbose)
+        fprintf(stderr, "circuit-proxy: %9.3f s  operator: %s: %s\n",
+                (double)snap.t_ns / 1e9, isolate ? "isolate" : "reset",
+                rc == 0 ? "done" : "already so");
+}
+
+static void on_admin_request(struct evhttp_request *req, void *arg)
+{
+    proxy *px = arg;
     const struct evhttp_uri *parsed = evhttp_request_get_evhttp_uri(req);
-    const char *path = parsed != NULL ? evhttp_uri_get_path(parsed) : uri;
+    const char *path = parsed != NULL ? evhttp_uri_get_path(parsed) : NULL;
+    circuit_stats st;
     char *data = NULL;
     size_t len = 0;
 
-    if (path != NULL && strcmp(path, "/__state") == 0) {
-        int st = breaker_state(px);
+    if (path == NULL) {
+        reply_text(req, 400, "Bad Request", "no path\n");
+        return;
+    }
+    if (strcmp(path, "/admin/isolate") == 0 || strcmp(path, "/admin/reset") == 0) {
+        admin_operator(px, req, strcmp(path, "/admin/isolate") == 0);
+        return;
+    }
+    if (strcmp(path, "/__state") == 0) {
         char text[32];
-        snprintf(text, sizeof text, "%s\n", st != 0 ? circuit_state_name((circuit_state)st) : "off");
+        snprintf(text, sizeof text, "%s\n",
+                 px->breaker != NULL ? circuit_state_name(circuit_get_state(px->breaker))
+                                     : "off");
         reply_text(req, 200, "OK", text);
         return;
     }
-    if (path != NULL && strcmp(path, "/__stats") == 0) {
+    if (strcmp(path, "/metrics") == 0 || strcmp(path, "/__stats") == 0) {
+        bool metrics = path[1] == 'm';
         FILE *m = open_memstream(&data, &len);
         if (m == NULL) {
             reply_text(req, 500, "Internal Server Error", "out of memory\n");
             return;
         }
-        proxy_stats_write(&px->stats, m, breaker_state(px));
+        if (metrics)
+            write_metrics(px, m);
+        else
+            proxy_stats_write(&px->stats, m, breaker_stats(px, &st));
         fclose(m);
-        reply_memstream(req, data, len);
+        reply_memstream(req, metrics ? "text/plain; version=0.0.4; charset=utf-8"
+                                     : "application/x-ndjson",
+                        data, len);
         free(data);
         return;
     }
-    if (path != NULL && strcmp(path, "/__mark") == 0) {
+    if (strcmp(path, "/__mark") == 0) {
         struct evkeyvalq q;
-        const char *query = parsed != NULL ? evhttp_uri_get_query(parsed) : NULL;
+        const char *query = evhttp_uri_get_query(parsed);
         char phase[PROXY_MARK_NAME_MAX + 1] = "";
         if (query != NULL && evhttp_parse_query_str(query, &q) == 0) {
             const char *v = evhttp_find_header(&q, "phase");
@@ -670,7 +812,7 @@ static void control(worker *w, struct evhttp_request *req, const char *uri)
             return;
         }
         proxy_mark mark;
-        int idx = proxy_stats_mark(&px->stats, phase, breaker_state(px), &mark);
+        int idx = proxy_stats_mark(&px->stats, phase, breaker_stats(px, &st), &mark);
         if (idx < 0) {
             reply_text(req, 507, "Insufficient Storage", "mark log full\n");
             return;
@@ -682,11 +824,13 @@ static void control(worker *w, struct evhttp_request *req, const char *uri)
         }
         proxy_stats_write_mark(m, &mark);
         fclose(m);
-        reply_memstream(req, data, len);
+        reply_memstream(req, "application/x-ndjson", data, len);
         free(data);
         return;
     }
-    reply_text(req, 404, "Not Found", "unknown control path (/__stats, /__mark, /__state)\n");
+    reply_text(req, 404, "Not Found",
+               "unknown admin path (/metrics, /admin/isolate, /admin/reset, /__stats, "
+               "/__mark, /__state)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -696,12 +840,6 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     worker *w = arg;
     proxy *px = w->px;
-    const char *uri = evhttp_request_get_uri(req);
-
-    if (uri != NULL && strncmp(uri, "/__", 3) == 0) {
-        control(w, req, uri);
-        return;
-    }
 
     fwd *f = calloc(1, sizeof *f);
     if (f == NULL) {
@@ -861,7 +999,8 @@ static void fill_port(FILE *f, void *arg)
 static void fill_stats(FILE *f, void *arg)
 {
     proxy *px = arg;
-    proxy_stats_write(&px->stats, f, breaker_state(px));
+    circuit_stats st;
+    proxy_stats_write(&px->stats, f, breaker_stats(px, &st));
 }
 
 static int build_breaker(proxy *px)
@@ -880,6 +1019,13 @@ static int build_breaker(proxy *px)
         fprintf(stderr, "circuit-proxy: failure-rate policy: %s\n", err);
         return -1;
     }
+    rc = circuit_backoff_exponential_init(&px->backoff, cfg.open_for_ns,
+                                          o->open_for_max_ms * NS_PER_MS, o->backoff_jitter,
+                                          o->backoff_seed, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "circuit-proxy: open-period backoff: %s\n", err);
+        return -1;
+    }
     circuit_spec spec = {
         .config = cfg,
         .policy = circuit_failure_rate_policy(&px->rate),
@@ -888,6 +1034,7 @@ static int build_breaker(proxy *px)
         .observe = proxy_observe,
         .observe_arg = px,
     };
+    circuit_backoff_exponential_use(&spec, &px->backoff);
     rc = circuit_new(&px->breaker, &spec, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "circuit-proxy: circuit_new: %s\n", rc == EINVAL ? err : strerror(rc));
@@ -940,6 +1087,17 @@ int main(int argc, char **argv)
         if (worker_setup(w, port, &port) != 0)
             return 1;
     }
+    /* The admin port, served by worker 0's loop (set up before that loop runs). */
+    int admin_port = o->admin_port;
+    px.admin_fd = listen_socket(admin_port, &admin_port);
+    px.admin = evhttp_new(px.workers[0].base);
+    if (px.admin_fd < 0 || px.admin == NULL || evhttp_accept_socket(px.admin, px.admin_fd) != 0) {
+        fprintf(stderr, "circuit-proxy: cannot serve the admin port 127.0.0.1:%d: %s\n",
+                o->admin_port, strerror(errno));
+        return 1;
+    }
+    evhttp_set_gencb(px.admin, on_admin_request, &px);
+    evhttp_set_allowed_methods(px.admin, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
     for (int i = 0; i < px.nworkers; i++) {
         int rc = pthread_create(&px.workers[i].thread, NULL, worker_main, &px.workers[i]);
         if (rc != 0) {
@@ -951,13 +1109,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "circuit-proxy: cannot write %s: %s\n", o->port_file, strerror(errno));
         return 1;
     }
+    if (o->admin_port_file != NULL &&
+        write_file_atomically(o->admin_port_file, fill_port, &admin_port) != 0) {
+        fprintf(stderr, "circuit-proxy: cannot write %s: %s\n", o->admin_port_file,
+                strerror(errno));
+        return 1;
+    }
     fprintf(stderr,
-            "circuit-proxy: 127.0.0.1:%d -> 127.0.0.1:%d, %d workers, breaker %s "
-            "(window %d, probes %d, min results %" PRId64 ", ratio %g, close after %" PRId64
-            ", open %" PRId64 " ms, probe timeout %" PRId64 " ms), upstream timeout %" PRId64
-            " ms\n",
-            port, o->upstream_port, px.nworkers, o->breaker ? "on" : "OFF", o->window, o->probes,
-            o->min_results, o->ratio, o->close_after, o->open_for_ms, o->probe_timeout_ms,
+            "circuit-proxy: 127.0.0.1:%d -> 127.0.0.1:%d, admin 127.0.0.1:%d, %d workers, "
+            "breaker %s (window %d, probes %d, min results %" PRId64 ", ratio %g, close after "
+            "%" PRId64 ", open %" PRId64 "..%" PRId64 " ms (jitter %g, seed %" PRIu64 "), probe "
+            "timeout %" PRId64 " ms), upstream timeout %" PRId64 " ms\n",
+            port, o->upstream_port, admin_port, px.nworkers, o->breaker ? "on" : "OFF",
+            o->window, o->probes, o->min_results, o->ratio, o->close_after, o->open_for_ms,
+            o->open_for_max_ms, o->backoff_jitter, o->backoff_seed, o->probe_timeout_ms,
             o->upstream_timeout_ms);
 
     /* Wait for a stop signal or the deadline. */
@@ -994,6 +1159,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "circuit-proxy: cannot write %s: %s\n", o->stats_file, strerror(errno));
         rc = 1;
     }
+    evhttp_free(px.admin);  /* closes the admin socket; before worker 0's loop goes */
     for (int i = 0; i < px.nworkers; i++)
         worker_teardown(&px.workers[i]);
     free(px.workers);

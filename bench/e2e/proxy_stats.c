@@ -108,17 +108,28 @@ void proxy_stats_transition(proxy_stats *s, const circuit_transition *t)
     atomic_store_explicit(&e->ready, 1, memory_order_release);
 }
 
-int proxy_stats_mark(proxy_stats *s, const char *name, int state, proxy_mark *out)
+void proxy_stats_snapshot(proxy_stats *s, const char *name, const circuit_stats *bs,
+                          proxy_mark *out)
+{
+    out->t_ns = proxy_now_ns() - s->t0_ns;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->has_breaker = bs != NULL;
+    if (bs != NULL)
+        out->breaker = *bs;
+    else
+        memset(&out->breaker, 0, sizeof out->breaker);
+    for (int k = 0; k < PK__COUNT; k++)
+        out->totals[k] = atomic_load_explicit(&s->totals[k], memory_order_relaxed);
+}
+
+int proxy_stats_mark(proxy_stats *s, const char *name, const circuit_stats *bs,
+                     proxy_mark *out)
 {
     int idx = -1;
     pthread_mutex_lock(&s->marks_lock);
     if (s->nmarks < PROXY_MARK_CAP) {
         proxy_mark *m = &s->marks[s->nmarks];
-        m->t_ns = proxy_now_ns() - s->t0_ns;
-        snprintf(m->name, sizeof m->name, "%s", name);
-        m->state = state;
-        for (int k = 0; k < PK__COUNT; k++)
-            m->totals[k] = atomic_load_explicit(&s->totals[k], memory_order_relaxed);
+        proxy_stats_snapshot(s, name, bs, m);
         if (out != NULL)
             *out = *m;
         idx = (int)s->nmarks++;
@@ -127,9 +138,40 @@ int proxy_stats_mark(proxy_stats *s, const char *name, int state, proxy_mark *ou
     return idx;
 }
 
-static const char *state_name_or_off(int state)
+const char *proxy_cause_name(circuit_cause c)
 {
-    return state == 0 ? "off" : circuit_state_name((circuit_state)state);
+    switch (c) {
+    case CIRCUIT_CAUSE_POLICY: return "policy";
+    case CIRCUIT_CAUSE_TIMER: return "timer";
+    case CIRCUIT_CAUSE_OPERATOR: return "operator";
+    }
+    return "invalid";
+}
+
+/* `,"state":"...","breaker":{...}` for a breaker's stats, or
+ * `,"state":"off","breaker":null` without one. */
+static void write_breaker(FILE *f, const circuit_stats *b)
+{
+    if (b == NULL) {
+        fputs(",\"state\":\"off\",\"breaker\":null", f);
+        return;
+    }
+    const circuit_counts *c = &b->counts;
+    fprintf(f,
+            ",\"state\":\"%s\",\"breaker\":{\"state\":\"%s\",\"generation\":%" PRIu64
+            ",\"counts\":{\"successes\":%" PRId64 ",\"failures\":%" PRId64
+            ",\"consecutive_successes\":%" PRId64 ",\"consecutive_failures\":%" PRId64
+            ",\"timed_out\":%" PRId64 "},\"probes_in_flight\":%" PRId64
+            ",\"retry_after_ns\":%" PRId64,
+            circuit_state_name(b->state), circuit_state_name(b->state), b->generation,
+            c->successes, c->failures, c->consecutive_successes, c->consecutive_failures,
+            c->timed_out, b->probes_in_flight, b->retry_after_ns);
+    fprintf(f,
+            ",\"admitted\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"successes\":%" PRIu64
+            ",\"failures\":%" PRIu64 ",\"ignored\":%" PRIu64 ",\"late\":%" PRIu64
+            ",\"released\":%" PRIu64 ",\"timed_out\":%" PRIu64 ",\"transitions\":%" PRIu64 "}",
+            b->admitted, b->rejected, b->successes, b->failures, b->ignored, b->late,
+            b->released, b->timed_out, b->transitions);
 }
 
 static double ms_of(int64_t ns)
@@ -143,17 +185,32 @@ static void write_kinds(FILE *f, const uint64_t v[PK__COUNT])
         fprintf(f, ",\"%s\":%" PRIu64, kind_names[k], v[k]);
 }
 
-void proxy_stats_write_mark(FILE *f, const proxy_mark *m)
+/* Names (phases, actions, results) are restricted to [A-Za-z0-9_.-] by the
+ * proxy, so they need no JSON escaping. */
+static void write_snapshot(FILE *f, const char *head, const proxy_mark *m)
 {
-    /* Phase names are restricted to [A-Za-z0-9_.-] by the proxy, so they need
-     * no JSON escaping. */
-    fprintf(f, "{\"type\":\"mark\",\"t_ms\":%.3f,\"phase\":\"%s\",\"state\":\"%s\"",
-            ms_of(m->t_ns), m->name, state_name_or_off(m->state));
+    fprintf(f, "{%s,\"t_ms\":%.3f", head, ms_of(m->t_ns));
+    write_breaker(f, m->has_breaker ? &m->breaker : NULL);
     write_kinds(f, m->totals);
     fputs("}\n", f);
 }
 
-void proxy_stats_write(proxy_stats *s, FILE *f, int state)
+void proxy_stats_write_mark(FILE *f, const proxy_mark *m)
+{
+    char head[96];
+    snprintf(head, sizeof head, "\"type\":\"mark\",\"phase\":\"%s\"", m->name);
+    write_snapshot(f, head, m);
+}
+
+void proxy_stats_write_operator(FILE *f, const proxy_mark *m, const char *result)
+{
+    char head[128];
+    snprintf(head, sizeof head, "\"type\":\"operator\",\"action\":\"%s\",\"result\":\"%s\"",
+             m->name, result);
+    write_snapshot(f, head, m);
+}
+
+void proxy_stats_write(proxy_stats *s, FILE *f, const circuit_stats *bs)
 {
     int64_t now = proxy_now_ns() - s->t0_ns;
     uint64_t v[PK__COUNT];
@@ -164,8 +221,9 @@ void proxy_stats_write(proxy_stats *s, FILE *f, int state)
 
     for (int k = 0; k < PK__COUNT; k++)
         v[k] = atomic_load_explicit(&s->totals[k], memory_order_relaxed);
-    fprintf(f, "{\"type\":\"summary\",\"t_ms\":%.3f,\"state\":\"%s\",\"bucket_ms\":%.3f",
-            ms_of(now), state_name_or_off(state), ms_of(s->bucket_ns));
+    fprintf(f, "{\"type\":\"summary\",\"t_ms\":%.3f,\"bucket_ms\":%.3f", ms_of(now),
+            ms_of(s->bucket_ns));
+    write_breaker(f, bs);
     fprintf(f, ",\"transitions\":%zu,\"transitions_dropped\":%" PRIu64, reserved,
             atomic_load_explicit(&s->tlog_dropped, memory_order_relaxed));
     fprintf(f, ",\"classified_success\":%" PRIu64 ",\"classified_failure\":%" PRIu64
@@ -193,16 +251,38 @@ void proxy_stats_write(proxy_stats *s, FILE *f, int state)
         const circuit_counts *c = &e->tr.counts;
         fprintf(f,
                 "{\"type\":\"transition\",\"t_ms\":%.3f,\"from\":\"%s\",\"to\":\"%s\","
-                "\"generation\":%" PRIu64 ",\"successes\":%" PRId64 ",\"failures\":%" PRId64
+                "\"generation\":%" PRIu64 ",\"cause\":\"%s\",\"open_for_ms\":%.3f"
+                ",\"successes\":%" PRId64 ",\"failures\":%" PRId64
                 ",\"consecutive_successes\":%" PRId64 ",\"consecutive_failures\":%" PRId64
                 ",\"timed_out\":%" PRId64 "}\n",
                 ms_of(e->t_ns), circuit_state_name(e->tr.from), circuit_state_name(e->tr.to),
-                e->tr.generation, c->successes, c->failures, c->consecutive_successes,
-                c->consecutive_failures, c->timed_out);
+                e->tr.generation, proxy_cause_name(e->tr.cause), ms_of(e->tr.open_for_ns),
+                c->successes, c->failures, c->consecutive_successes, c->consecutive_failures,
+                c->timed_out);
     }
 
     pthread_mutex_lock(&s->marks_lock);
     for (size_t i = 0; i < s->nmarks; i++)
         proxy_stats_write_mark(f, &s->marks[i]);
     pthread_mutex_unlock(&s->marks_lock);
+}
+
+void proxy_stats_write_prometheus(proxy_stats *s, FILE *f)
+{
+    static const char *const outcome_names[4] = {
+        [CIRCUIT_SUCCESS] = "success", [CIRCUIT_FAILURE] = "failure",
+        [CIRCUIT_IGNORED] = "ignored"};
+    fputs("# HELP circuit_proxy_requests_total Downstream requests of circuit-proxy by what "
+          "became of them; kind=\"upstream\" counts requests sent or tried upstream.\n"
+          "# TYPE circuit_proxy_requests_total counter\n",
+          f);
+    for (int k = 0; k < PK__COUNT; k++)
+        fprintf(f, "circuit_proxy_requests_total{kind=\"%s\"} %" PRIu64 "\n", kind_names[k],
+                atomic_load_explicit(&s->totals[k], memory_order_relaxed));
+    fputs("# HELP circuit_proxy_classified_total Upstream results by the classifier's outcome.\n"
+          "# TYPE circuit_proxy_classified_total counter\n",
+          f);
+    for (int o = CIRCUIT_SUCCESS; o <= CIRCUIT_IGNORED; o++)
+        fprintf(f, "circuit_proxy_classified_total{outcome=\"%s\"} %" PRIu64 "\n",
+                outcome_names[o], atomic_load_explicit(&s->outcomes[o], memory_order_relaxed));
 }

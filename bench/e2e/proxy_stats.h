@@ -13,8 +13,8 @@
  *     not yet published.
  *
  * Times are CLOCK_MONOTONIC nanoseconds relative to the moment the stats were
- * initialised (proxy start). The output is JSON lines, one flat object per
- * line, so that a shell script can read it with awk alone.
+ * initialised (proxy start). The output is JSON lines (one object per line),
+ * read by e2e_report.py.
  */
 #ifndef CIRCUIT_PROXY_STATS_H
 #define CIRCUIT_PROXY_STATS_H
@@ -60,7 +60,8 @@ typedef struct proxy_tlog_entry {
 typedef struct proxy_mark {
     int64_t       t_ns;
     char          name[PROXY_MARK_NAME_MAX + 1];
-    int           state;                /* circuit_state, 0 when the breaker is off */
+    bool          has_breaker;          /* false with --no-breaker */
+    circuit_stats breaker;              /* circuit_get_stats at the mark */
     uint64_t      totals[PK__COUNT];     /* cumulative, at the mark */
 } proxy_mark;
 
@@ -95,16 +96,36 @@ void proxy_stats_outcome(proxy_stats *s, circuit_outcome o);
 /** Appends a transition (from observe). Thread-safe, lock-free. */
 void proxy_stats_transition(proxy_stats *s, const circuit_transition *t);
 
-/** Records a phase mark with the cumulative totals. `state` is the breaker's
- *  state or 0. Returns the mark's index, or -1 when the log is full. The
- *  mark is copied to *out when out is not NULL. Takes a mutex. */
-int proxy_stats_mark(proxy_stats *s, const char *name, int state, proxy_mark *out);
+/** Records a phase mark with the cumulative totals and the breaker's stats
+ *  (`bs`, NULL when there is no breaker). Returns the mark's index, or -1
+ *  when the log is full. The mark is copied to *out when out is not NULL.
+ *  Takes a mutex. */
+int proxy_stats_mark(proxy_stats *s, const char *name, const circuit_stats *bs,
+                     proxy_mark *out);
 
-/** Writes one mark as a JSON line. */
+/** Fills *out as proxy_stats_mark would, without logging it (the operator
+ *  calls reply with such a snapshot). Lock-free. */
+void proxy_stats_snapshot(proxy_stats *s, const char *name, const circuit_stats *bs,
+                          proxy_mark *out);
+
+/** Writes one mark as a JSON line: {"type":"mark","phase":NAME,...}. */
 void proxy_stats_write_mark(FILE *f, const proxy_mark *m);
 
-/** Writes everything as JSON lines: a summary line (`state` as for marks),
- *  then the buckets up to now, the transitions and the marks. */
-void proxy_stats_write(proxy_stats *s, FILE *f, int state);
+/** Writes a snapshot as the JSON line of an operator call:
+ *  {"type":"operator","action":NAME,"result":RESULT,...} with the mark's
+ *  other fields. */
+void proxy_stats_write_operator(FILE *f, const proxy_mark *m, const char *result);
+
+/** Writes everything as JSON lines: a summary line (with the breaker's stats
+ *  `bs`, NULL when there is no breaker), then the buckets up to now, the
+ *  transitions and the marks. */
+void proxy_stats_write(proxy_stats *s, FILE *f, const circuit_stats *bs);
+
+/** Writes the proxy's own counters in the Prometheus text format
+ *  (circuit_proxy_requests_total{kind=...}, circuit_proxy_classified_total{outcome=...}). */
+void proxy_stats_write_prometheus(proxy_stats *s, FILE *f);
+
+/** "policy", "timer", "operator"; "invalid" for any other value. */
+const char *proxy_cause_name(circuit_cause c);
 
 #endif /* CIRCUIT_PROXY_STATS_H */
