@@ -569,6 +569,9 @@ if [ "$status" = 0 ]; then
     [ "$QUICK" = 1 ] && report_args+=(--quick)
     [ "$CHECK" = 1 ] && report_args+=(--check)
     [ "$PLOT" = 1 ] || report_args+=(--no-plot)
-    python3 "$REPORT_PY" "${report_args[@]}" || status=1
+    # Kept in DIR, so that `python3 e2e_report.py @DIR/report.args` can redo
+    # the report from the raw data.
+    printf '%s\n' "${report_args[@]}" >"$OUT/report.args"
+    python3 "$REPORT_PY" "@$OUT/report.args" || status=1
 fi
 exit "$status"

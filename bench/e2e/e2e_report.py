@@ -805,7 +805,11 @@ def self_test():
 # -------------------------------------------------------------------- main --
 
 def main(argv):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog=PROG, fromfile_prefix_chars="@",
+        description="The report of circuit-e2e from the raw data in --out; "
+                    "@FILE reads arguments from FILE, one a line (circuit-e2e "
+                    "leaves OUT/report.args).")
     ap.add_argument("--self-test", action="store_true", help="check the parsers and exit")
     ap.add_argument("--out", help="the scenario's output directory (run-on/, run-off/ inside)")
     ap.add_argument("--runs", default="on off")
