@@ -1,34 +1,52 @@
 /*
- * differential: the real core against the reference model (issue 4).
+ * differential: the real core against the reference model (issues 4, 10, 12).
  *
  * SPDX-License-Identifier: MIT
  *
  * Random operation sequences (allow; done with a success, failure or ignored
  * result; release of live, settled, rejected and blank tickets; get_state;
- * clock moves of 0 ns up to 2 * open_for, landing on the exact boundaries
- * opened_at + open_for - 1 / + 0 and a probe's due - 1 / due) are run
- * single-threaded through both the real library (circuit_testable, clock set
- * with circuit_test_clock_set) and the model (clock read from a variable).
- * After every operation these must be identical:
- *   - every return value, every rejection (state and retry_after_ns);
- *   - every call of trip / probe, in order, with its counts;
+ * get_stats; isolate; reset; clock moves of 0 ns up to 2 * open_for, landing
+ * on the exact boundaries opened_at + period - 1 / + 0 and a probe's due - 1
+ * / due) are run single-threaded through both the real library
+ * (circuit_testable, clock set with circuit_test_clock_set) and the model
+ * (clock read from a variable). After every operation these must be
+ * identical:
+ *   - every return value (allow, done, isolate, reset), every rejection
+ *     (state and retry_after_ns);
+ *   - every call of trip / probe, in order, with its counts (so S2 as
+ *     amended: trip is asked after a success only when the window held a
+ *     failure before it);
+ *   - every call of open_for (B1, B2), in order, with its info (counts,
+ *     generation, reopens);
  *   - every classify call (call_ctx, result);
- *   - every transition delivered (call_ctx, from, to, generation, counts),
- *     including those made by calls that observe makes (nested calls);
- *   - circuit_get_state.
+ *   - every transition delivered (call_ctx, from, to, generation, counts,
+ *     cause, open_for_ns), including those made by calls that observe makes
+ *     (nested allow/done/release, isolate, reset, get_stats: OP3, M1);
+ *   - circuit_get_state and every field of circuit_get_stats (M1: exact,
+ *     since the run is sequential), and on both sides the identity
+ *     admitted = successes + failures + ignored + late + released + live.
  * The policies also check the count invariants C1-C3 on every call.
  *
- * Usage: differential [SEED]
- *   no argument: seeds 1..40*CIRCUIT_STRESS_SCALE (default scale 1: > 200 000
- *   operations); SEED: replay that one seed. CIRCUIT_DIFF_TRACE=1 prints
- *   every operation. Every seed that is a multiple of 20 is a saturation run
- *   (probes 1000, a probe policy that never decides; slots filled and timed
- *   out again and again until timed_out has reached CIRCUIT_TIMED_OUT_MAX);
- *   every seed that is 10 more is a window run (window 65536, 200 000
- *   operations, results counted long enough to fill and slide the window,
- *   tripping on failures >= about window/2).
+ * Each seed picks its config, its policies and its open-period function:
+ * none (config.open_for_ns) or one of three pure functions of the info
+ * (exponential in reopens with a cap and a jitter hashed from the
+ * generation; one driven by the counts; one that swings from 1 ns to
+ * INT64_MAX).
+ *
+ * Usage: differential [--ops N] [--long] [SEED]
+ *   no SEED: seeds 1..20*CIRCUIT_STRESS_SCALE (default scale 1), OPS_PER_SEED
+ *   (200 000) operations each; SEED: replay that one seed. --ops N: N
+ *   operations per seed. --long: the manual soak, seeds 1..400 (times the
+ *   scale) of 10^6 operations each. CIRCUIT_DIFF_TRACE=1 prints every
+ *   operation. Every seed that is a multiple of 20 starts with a saturation
+ *   run (probes 1000, a probe policy that never decides; slots filled and
+ *   timed out again and again until timed_out has reached
+ *   CIRCUIT_TIMED_OUT_MAX); every seed that is 10 more is a window run
+ *   (window 65536, results counted long enough to fill and slide the window,
+ *   tripping on failures >= about window/2; no operator calls).
  * Exit: 0 all identical; 1 first mismatch (printed with seed, config, op
- * index, expected = model, got = real, and the operations before it).
+ * index, expected = model, got = real, the operations before it and the
+ * replay command); 2 usage.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -63,7 +81,10 @@ typedef struct params {
     int64_t k, j, pct, vol;
     int     probe_kind; /* see decide_probe */
     int64_t m, f, tmo;
-    int     nest; /* observe makes nested calls on every third generation */
+    int     nest; /* observe makes nested calls (see cb_observe) */
+    int     of_kind; /* open-period function: see decide_open_for */
+    int64_t of_base;
+    uint64_t of_salt;
 } params;
 
 static const char *const trip_names[] = {"failures>=k", "consecutive_failures>=j",
@@ -73,6 +94,59 @@ static const char *const probe_names[] = {
     "failure:open,consec_succ>=m:close,timed_out>=2:open", "succ>=m:close,fail>=f:open,timed_out>=tmo:open",
     "timed_out>=tmo:close,fail>=f:open,succ>=m:close", "consec_succ>=m:close,else keep",
     "timed_out>=1:open,volume>=m:majority", "never decides"};
+
+static const char *const open_for_names[] = {"none (config.open_for_ns)",
+                                             "exponential in reopens, capped, jitter from generation",
+                                             "from the counts and the generation",
+                                             "swings: 1, 2 ns, INT64_MAX by generation"};
+
+/* a + b for a, b >= 0, stopping at INT64_MAX */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
+/* a * b for a, b >= 0, stopping at INT64_MAX */
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+    return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* B3: a pure function of the info (and of the seed's constants), > 0 */
+static int64_t decide_open_for(const params *p, const circuit_open_info *in)
+{
+    int64_t b = p->of_base;
+    switch (p->of_kind) {
+    case 1: {
+        int sh = in->reopens < 20 ? (int)in->reopens : 20;
+        int64_t period = sat_mul(b, INT64_C(1) << sh);
+        int64_t cap = sat_mul(b, 37);
+        if (period > cap)
+            period = cap;
+        return sat_add(period, (int64_t)(mix64(p->of_salt ^ in->generation) % (uint64_t)(b / 3 + 1)));
+    }
+    case 2: {
+        const circuit_counts *c = &in->counts;
+        int64_t x = (c->failures * 7 + c->successes * 3 + c->timed_out * 11 + c->consecutive_failures * 5 +
+                     c->consecutive_successes) % 97;
+        return sat_add(1 + x, sat_mul((int64_t)(in->generation % 5), b / 2));
+    }
+    default:
+        switch (in->generation % 7) {
+        case 0: return INT64_MAX;
+        case 1: return 1;
+        case 2: return 2;
+        default: return sat_add(sat_mul(in->reopens + 1, b / 4), 1);
+        }
+    }
+}
 
 static bool decide_trip(const params *p, const circuit_counts *c)
 {
@@ -122,23 +196,29 @@ static circuit_state decide_probe(const params *p, const circuit_counts *c)
 
 /* ---- one implementation's side: its handle and its log of events -------- */
 
-typedef enum ev_kind { EV_TRIP = 1, EV_PROBE, EV_CLASSIFY, EV_OBSERVE, EV_NESTED } ev_kind;
+typedef enum ev_kind { EV_TRIP = 1, EV_PROBE, EV_OPEN_FOR, EV_CLASSIFY, EV_OBSERVE, EV_NESTED } ev_kind;
 
-/* Nested calls made by observe: how the nested ticket ended. */
-enum { NEST_REJECTED = 0, NEST_DONE_TRUE, NEST_DONE_FALSE, NEST_RELEASED };
+/* Nested calls made by observe: how the nested ticket ended, or which
+ * operator call was made (n_rc its return). */
+enum { NEST_REJECTED = 0, NEST_DONE_TRUE, NEST_DONE_FALSE, NEST_RELEASED, NEST_ISOLATE, NEST_RESET };
 
 typedef struct event {
     ev_kind        kind;
-    circuit_counts counts;  /* trip, probe, observe */
+    circuit_counts counts;  /* trip, probe, open_for, observe */
     int            answer;  /* trip 0/1, probe state, classify outcome */
     uintptr_t      ctx;     /* classify, observe, nested */
     int            result;  /* classify */
     int            from, to;
-    uint64_t       gen;     /* observe */
+    uint64_t       gen;     /* observe, open_for */
+    int            cause;   /* observe */
+    int64_t        period;  /* observe: open_for_ns; open_for: the answer */
+    int64_t        reopens; /* open_for */
     int            n_state; /* nested: get_state, rejection, how it settled */
     int            n_rej_state;
     int64_t        n_retry;
     int            n_settle;
+    int            n_rc;      /* nested isolate / reset */
+    circuit_stats  n_stats;   /* nested: get_stats before the nested call */
 } event;
 
 enum { REAL = 0, MODEL = 1 };
@@ -210,6 +290,17 @@ static circuit_state cb_probe(void *arg, const circuit_counts *c)
     return r;
 }
 
+static int64_t cb_open_for(void *arg, const circuit_open_info *info)
+{
+    side *s = arg;
+    check_counts(s, &info->counts, false);
+    int64_t r = decide_open_for(s->p, info);
+    event e = {.kind = EV_OPEN_FOR, .counts = info->counts, .gen = info->generation, .reopens = info->reopens,
+               .period = r};
+    log_event(s, &e);
+    return r;
+}
+
 /* result codes: 1 success, 2 failure, 3 ignored (the enum's values) */
 static circuit_outcome cb_classify(void *arg, void *call_ctx, int result)
 {
@@ -249,6 +340,25 @@ static circuit_state side_state(side *s)
     return s->id == REAL ? circuit_get_state(s->b) : cmodel_get_state(s->m);
 }
 
+static void side_stats(side *s, circuit_stats *st)
+{
+    memset(st, 0, sizeof *st); /* padding too: events are compared field by field anyway */
+    if (s->id == REAL)
+        circuit_get_stats(s->b, st);
+    else
+        cmodel_get_stats(s->m, st);
+}
+
+static int side_isolate(side *s, void *ctx)
+{
+    return s->id == REAL ? circuit_isolate(s->b, ctx) : cmodel_isolate(s->m, ctx);
+}
+
+static int side_reset(side *s, void *ctx)
+{
+    return s->id == REAL ? circuit_reset(s->b, ctx) : cmodel_reset(s->m, ctx);
+}
+
 #define NEST_CTX_BASE ((uintptr_t)0x7e570000u)
 
 static void cb_observe(void *arg, void *call_ctx, const circuit_transition *t)
@@ -259,15 +369,29 @@ static void cb_observe(void *arg, void *call_ctx, const circuit_transition *t)
                .from = (int)t->from,
                .to = (int)t->to,
                .gen = t->generation,
-               .counts = t->counts};
+               .counts = t->counts,
+               .cause = (int)t->cause,
+               .period = t->open_for_ns};
     log_event(s, &e);
-    if (!s->p->nest || t->generation % 3 != 0)
+    if (!s->p->nest)
         return;
-
-    /* O2: observe calls the breaker; what those calls make is delivered
-     * after this observe returns. */
+    /* O2, OP3, M1: observe calls the breaker; what those calls make is
+     * delivered after this observe returns. Every third generation an
+     * allow and done/release; generations 5 and 7 mod 13 isolate and reset. */
     event n = {.kind = EV_NESTED, .ctx = NEST_CTX_BASE + (uintptr_t)t->generation};
+    if (t->generation % 13 == 5 || t->generation % 13 == 7) {
+        n.n_state = (int)side_state(s);
+        side_stats(s, &n.n_stats);
+        bool iso = t->generation % 13 == 5;
+        n.n_settle = iso ? NEST_ISOLATE : NEST_RESET;
+        n.n_rc = iso ? side_isolate(s, (void *)n.ctx) : side_reset(s, (void *)n.ctx);
+        log_event(s, &n);
+        return;
+    }
+    if (t->generation % 3 != 0)
+        return;
     n.n_state = (int)side_state(s);
+    side_stats(s, &n.n_stats);
     pair_ticket nt;
     memset(&nt, 0, sizeof nt);
     circuit_rejection rej = {0, -1};
@@ -297,23 +421,39 @@ typedef struct slot_entry {
 } slot_entry;
 
 /* OP_JUMP (a fixed clock move) is never picked at random */
-enum { OP_ALLOW, OP_DONE, OP_RELEASE, OP_RELEASE_DEAD, OP_STATE, OP_CLOCK, OP__COUNT, OP_JUMP = OP__COUNT };
+enum {
+    OP_ALLOW,
+    OP_DONE,
+    OP_RELEASE,
+    OP_RELEASE_DEAD,
+    OP_STATE,
+    OP_CLOCK,
+    OP_ISOLATE,
+    OP_RESET,
+    OP_STATS,
+    OP__COUNT,
+    OP_JUMP = OP__COUNT
+};
 
 typedef struct profile {
     const char *name;
-    int         w[OP__COUNT];
-    bool        small_steps; /* clock moves only by 0, 1 or a little */
+    int         w[OP__COUNT]; /* per mille (roughly) */
+    bool        small_steps;  /* clock moves only by 0, 1 or a little */
 } profile;
 
+/* isolate and reset 0.5 % each; while isolated, reset is weighted
+ * RESET_WHILE_ISOLATED times more so that isolated spells stay short */
 static const profile profiles[] = {
-    {"mixed", {35, 25, 8, 3, 4, 25}, false},
-    {"fill", {70, 8, 4, 2, 2, 14}, true},
-    {"drain", {10, 55, 15, 3, 2, 15}, false},
-    {"time", {25, 15, 5, 2, 3, 50}, false},
+    {"mixed", {350, 250, 80, 30, 30, 250, 5, 5, 10}, false},
+    {"fill", {700, 80, 40, 20, 10, 140, 5, 5, 10}, true},
+    {"drain", {100, 550, 150, 30, 10, 150, 5, 5, 10}, false},
+    {"time", {250, 150, 50, 20, 20, 500, 5, 5, 10}, false},
 };
+#define RESET_WHILE_ISOLATED 8
 
-/* window runs: allow and done at once, to fill a 65536-result window */
-static const profile churn = {"churn", {46, 46, 2, 1, 1, 4}, true};
+/* window runs: allow and done at once, to fill a 65536-result window; no
+ * operator call (it would empty the window) */
+static const profile churn = {"churn", {460, 460, 20, 10, 10, 40, 0, 0, 10}, true};
 
 #define HIST 12
 #define HINTS 8
@@ -331,7 +471,8 @@ typedef struct run {
     int            pool_cap, live;
     const profile *prof;
     int            succ_w, fail_w, ign_w;
-    int64_t        open_hint[HINTS]; /* candidate opened_at + open_for */
+    int64_t        open_hint[HINTS]; /* candidate opened_at + period */
+    int64_t        last_period;      /* the latest open period chosen */
     int            n_hints;
     int64_t        recent[RECENT]; /* recent admission times */
     int            n_recent;
@@ -341,8 +482,13 @@ typedef struct run {
     int            sat_phase, sat_cycles_at_max;
     long           sat_rej_half;
     /* coverage */
-    long           n_trans[4][4], n_rej_open, n_rej_half, n_late, n_boundary_moves, n_retry1, n_full_trips;
-    int64_t        max_timed_out, max_window;
+    long           n_trans[5][5], n_rej_open, n_rej_half, n_rej_iso, n_late, n_boundary_moves, n_retry1,
+        n_full_trips;
+    long           n_isolate[2], n_reset[2]; /* [0] returned 0, [1] EALREADY */
+    long           n_reset_from[5];          /* operator transitions to closed, by from */
+    long           n_silent, n_evict_ask; /* S2: successes that asked nothing; asks with failures = 0 */
+    long           n_periods_varied;      /* open periods != config.open_for_ns */
+    int64_t        max_timed_out, max_window, max_reopens;
 } run;
 
 static int64_t model_clock(void *arg)
@@ -351,6 +497,8 @@ static int64_t model_clock(void *arg)
 }
 
 static bool trace_on;
+#define OPS_PER_SEED 200000L
+static long g_ops_per_seed = OPS_PER_SEED;
 
 static void describe(run *r, const char *fmt, ...)
 {
@@ -370,6 +518,57 @@ static void fmt_counts(char *buf, size_t len, const circuit_counts *c)
              c->successes, c->failures, c->consecutive_successes, c->consecutive_failures, c->timed_out);
 }
 
+static const char *cause_name(int c)
+{
+    switch (c) {
+    case CIRCUIT_CAUSE_POLICY: return "policy";
+    case CIRCUIT_CAUSE_TIMER: return "timer";
+    case CIRCUIT_CAUSE_OPERATOR: return "operator";
+    }
+    return "invalid";
+}
+
+static void fmt_stats(char *buf, size_t len, const circuit_stats *st)
+{
+    char c[160];
+    fmt_counts(c, sizeof c, &st->counts);
+    snprintf(buf, len,
+             "{%s gen=%" PRIu64 " counts=%s probes=%" PRId64 " retry_after=%" PRId64 " admitted=%" PRIu64
+             " rejected=%" PRIu64 " successes=%" PRIu64 " failures=%" PRIu64 " ignored=%" PRIu64 " late=%" PRIu64
+             " released=%" PRIu64 " timed_out=%" PRIu64 " transitions=%" PRIu64 "}",
+             circuit_state_name(st->state), st->generation, c, st->probes_in_flight, st->retry_after_ns,
+             st->admitted, st->rejected, st->successes, st->failures, st->ignored, st->late, st->released,
+             st->timed_out, st->transitions);
+}
+
+/* The first field in which two stats differ, or NULL. */
+static const char *stats_diff(const circuit_stats *a, const circuit_stats *b)
+{
+#define STAT_FIELD(f)      \
+    if (a->f != b->f)      \
+        return #f;
+    STAT_FIELD(state)
+    STAT_FIELD(generation)
+    STAT_FIELD(counts.successes)
+    STAT_FIELD(counts.failures)
+    STAT_FIELD(counts.consecutive_successes)
+    STAT_FIELD(counts.consecutive_failures)
+    STAT_FIELD(counts.timed_out)
+    STAT_FIELD(probes_in_flight)
+    STAT_FIELD(retry_after_ns)
+    STAT_FIELD(admitted)
+    STAT_FIELD(rejected)
+    STAT_FIELD(successes)
+    STAT_FIELD(failures)
+    STAT_FIELD(ignored)
+    STAT_FIELD(late)
+    STAT_FIELD(released)
+    STAT_FIELD(timed_out)
+    STAT_FIELD(transitions)
+#undef STAT_FIELD
+    return NULL;
+}
+
 static void fmt_event(char *buf, size_t len, const event *e)
 {
     char c[160];
@@ -379,22 +578,35 @@ static void fmt_event(char *buf, size_t len, const event *e)
     case EV_PROBE:
         snprintf(buf, len, "probe%s -> %s", c, circuit_state_name((circuit_state)e->answer));
         break;
+    case EV_OPEN_FOR:
+        snprintf(buf, len, "open_for{counts=%s gen=%" PRIu64 " reopens=%" PRId64 "} -> %" PRId64, c, e->gen,
+                 e->reopens, e->period);
+        break;
     case EV_CLASSIFY: snprintf(buf, len, "classify(ctx=%#" PRIxPTR ", result=%d)", e->ctx, e->result); break;
     case EV_OBSERVE:
-        snprintf(buf, len, "observe(ctx=%#" PRIxPTR ") %s->%s gen=%" PRIu64 " counts=%s", e->ctx,
-                 circuit_state_name((circuit_state)e->from), circuit_state_name((circuit_state)e->to),
-                 e->gen, c);
+        snprintf(buf, len, "observe(ctx=%#" PRIxPTR ") %s->%s gen=%" PRIu64 " counts=%s cause=%s open_for_ns=%" PRId64,
+                 e->ctx, circuit_state_name((circuit_state)e->from), circuit_state_name((circuit_state)e->to),
+                 e->gen, c, cause_name(e->cause), e->period);
         break;
-    case EV_NESTED:
-        snprintf(buf, len, "nested(ctx=%#" PRIxPTR "): get_state=%s, %s rej={%s,%" PRId64 "}", e->ctx,
-                 circuit_state_name((circuit_state)e->n_state),
+    case EV_NESTED: {
+        char st[400];
+        fmt_stats(st, sizeof st, &e->n_stats);
+        if (e->n_settle == NEST_ISOLATE || e->n_settle == NEST_RESET) {
+            snprintf(buf, len, "nested(ctx=%#" PRIxPTR "): get_state=%s, %s -> %d; stats before %s", e->ctx,
+                     circuit_state_name((circuit_state)e->n_state),
+                     e->n_settle == NEST_ISOLATE ? "isolate" : "reset", e->n_rc, st);
+            break;
+        }
+        snprintf(buf, len, "nested(ctx=%#" PRIxPTR "): get_state=%s, %s rej={%s,%" PRId64 "}; stats before %s",
+                 e->ctx, circuit_state_name((circuit_state)e->n_state),
                  e->n_settle == NEST_REJECTED    ? "rejected"
                  : e->n_settle == NEST_DONE_TRUE  ? "admitted, done -> true"
                  : e->n_settle == NEST_DONE_FALSE ? "admitted, done -> false"
                                                   : "admitted, released",
                  e->n_settle == NEST_REJECTED ? circuit_state_name((circuit_state)e->n_rej_state) : "-",
-                 e->n_settle == NEST_REJECTED ? e->n_retry : 0);
+                 e->n_settle == NEST_REJECTED ? e->n_retry : 0, st);
         break;
+    }
     }
 }
 
@@ -405,13 +617,19 @@ static bool event_eq(const event *a, const event *b)
     switch (a->kind) {
     case EV_TRIP:
     case EV_PROBE: return a->answer == b->answer && memcmp(&a->counts, &b->counts, sizeof a->counts) == 0;
+    case EV_OPEN_FOR:
+        return a->gen == b->gen && a->reopens == b->reopens && a->period == b->period &&
+               memcmp(&a->counts, &b->counts, sizeof a->counts) == 0;
     case EV_CLASSIFY: return a->ctx == b->ctx && a->result == b->result;
     case EV_OBSERVE:
         return a->ctx == b->ctx && a->from == b->from && a->to == b->to && a->gen == b->gen &&
-               memcmp(&a->counts, &b->counts, sizeof a->counts) == 0;
+               memcmp(&a->counts, &b->counts, sizeof a->counts) == 0 && a->cause == b->cause &&
+               a->period == b->period;
     case EV_NESTED:
         return a->ctx == b->ctx && a->n_state == b->n_state && a->n_settle == b->n_settle &&
-               (a->n_settle != NEST_REJECTED || (a->n_rej_state == b->n_rej_state && a->n_retry == b->n_retry));
+               stats_diff(&a->n_stats, &b->n_stats) == NULL &&
+               (a->n_settle != NEST_REJECTED || (a->n_rej_state == b->n_rej_state && a->n_retry == b->n_retry)) &&
+               ((a->n_settle != NEST_ISOLATE && a->n_settle != NEST_RESET) || a->n_rc == b->n_rc);
     }
     return false;
 }
@@ -422,10 +640,12 @@ static void print_config(const run *r)
     fprintf(stderr,
             "  config: window=%d probes=%d open_for_ns=%" PRId64 " probe_timeout_ns=%" PRId64 "%s\n"
             "  trip:  %s (k=%" PRId64 " j=%" PRId64 " pct=%" PRId64 " vol=%" PRId64 ")\n"
-            "  probe: %s (m=%" PRId64 " f=%" PRId64 " tmo=%" PRId64 "); nested calls in observe: %s\n",
+            "  probe: %s (m=%" PRId64 " f=%" PRId64 " tmo=%" PRId64 "); nested calls in observe: %s\n"
+            "  open_for: %s (base=%" PRId64 " salt=%#" PRIx64 ")\n",
             r->cfg.window, r->cfg.probes, r->cfg.open_for_ns, r->cfg.probe_timeout_ns,
             r->sat ? " (saturation run)" : r->long_win ? " (window run)" : "", trip_names[p->trip_kind], p->k, p->j, p->pct, p->vol,
-            probe_names[p->probe_kind], p->m, p->f, p->tmo, p->nest ? "yes" : "no");
+            probe_names[p->probe_kind], p->m, p->f, p->tmo, p->nest ? "yes" : "no", open_for_names[p->of_kind],
+            p->of_base, p->of_salt);
 }
 
 static void mismatch(run *r, const char *fmt, ...)
@@ -442,7 +662,8 @@ static void mismatch(run *r, const char *fmt, ...)
     long first = r->op_index - HIST + 1 < 0 ? 0 : r->op_index - HIST + 1;
     for (long i = first; i <= r->op_index; i++)
         fprintf(stderr, "    %s\n", r->hist[i % HIST]);
-    fprintf(stderr, "  replay: differential %" PRIu64 " (CIRCUIT_DIFF_TRACE=1 prints every op)\n", r->seed);
+    fprintf(stderr, "  replay: differential --ops %ld %" PRIu64 " (CIRCUIT_DIFF_TRACE=1 prints every op)\n",
+            g_ops_per_seed, r->seed);
 }
 
 /* Compare the events both sides logged since (r0, m0). */
@@ -525,10 +746,21 @@ static void note_transitions(run *r, size_t m0)
         if (e->kind == EV_TRIP && e->answer && r->cfg.window == CIRCUIT_MAX_COUNT &&
             e->counts.successes + e->counts.failures == CIRCUIT_MAX_COUNT)
             r->n_full_trips++;
+        if (e->kind == EV_TRIP && e->counts.failures == 0)
+            r->n_evict_ask++; /* S2: the success that evicted the last failure */
+        if (e->kind == EV_OPEN_FOR && e->reopens > r->max_reopens)
+            r->max_reopens = e->reopens;
         if (e->kind == EV_OBSERVE) {
             r->n_trans[e->from][e->to]++;
-            if (e->to == CIRCUIT_OPEN)
-                add_hint(r, tadd(r->now, r->cfg.open_for_ns));
+            if (e->cause == CIRCUIT_CAUSE_OPERATOR && e->to == CIRCUIT_CLOSED)
+                r->n_reset_from[e->from]++;
+            if (e->to == CIRCUIT_OPEN) {
+                /* a reopen at a probe's due time opened before now: the
+                 * rejections' retry_after give the exact boundary then */
+                add_hint(r, tadd(r->now, e->period));
+                r->last_period = e->period;
+                r->n_periods_varied += e->period != r->cfg.open_for_ns;
+            }
         }
     }
 }
@@ -596,6 +828,8 @@ static bool op_allow(run *r)
             r->n_rej_open++;
             r->n_retry1 += mr.retry_after_ns == 1;
             add_hint(r, tadd(r->now, mr.retry_after_ns));
+        } else if (mr.state == CIRCUIT_ISOLATED) {
+            r->n_rej_iso++;
         } else {
             r->n_rej_half++;
         }
@@ -616,8 +850,12 @@ static bool op_done(run *r, int i, int result)
         result = pick_result(r);
     describe(r, "done(ticket %d ctx=%#" PRIxPTR " admitted t=%" PRId64 ", %s)", i, e->ctx, e->admitted_at,
              circuit_outcome_name((circuit_outcome)result));
+    size_t m0 = r->sd[MODEL].n;
     bool g = circuit_done(&e->t.rt, result);
     bool x = cmodel_done(&e->t.mt, result);
+    if (x && result == CIRCUIT_SUCCESS && r->sd[MODEL].n == m0 + 1 &&
+        cmodel_get_state(r->sd[MODEL].m) == CIRCUIT_CLOSED)
+        r->n_silent++; /* S2: counted in a failure-free window, nothing asked */
     e->state = TK_SETTLED;
     r->live--;
     if (g != x) {
@@ -657,9 +895,28 @@ static bool op_release(run *r, bool dead, int i)
     return true;
 }
 
+/* isolate or reset on both sides (OP1, OP2): same return */
+static bool op_operator(run *r, bool iso)
+{
+    uintptr_t ctx = (uintptr_t)(r->op_index + 1) * 16u + 8u;
+    describe(r, "%s(ctx=%#" PRIxPTR ")", iso ? "isolate" : "reset", ctx);
+    int g = iso ? circuit_isolate(r->sd[REAL].b, (void *)ctx) : circuit_reset(r->sd[REAL].b, (void *)ctx);
+    int x = iso ? cmodel_isolate(r->sd[MODEL].m, (void *)ctx) : cmodel_reset(r->sd[MODEL].m, (void *)ctx);
+    if (g != x) {
+        mismatch(r, "%s returned: expected (model) %d, got (real) %d", iso ? "isolate" : "reset", x, g);
+        return false;
+    }
+    if (x != 0 && x != EALREADY) {
+        mismatch(r, "%s returned %d: neither 0 nor EALREADY", iso ? "isolate" : "reset", x);
+        return false;
+    }
+    (iso ? r->n_isolate : r->n_reset)[x != 0]++;
+    return true;
+}
+
 static bool op_clock(run *r)
 {
-    int64_t of = r->cfg.open_for_ns, pt = r->cfg.probe_timeout_ns;
+    int64_t of = r->last_period > 0 ? r->last_period : r->cfg.open_for_ns, pt = r->cfg.probe_timeout_ns;
     int64_t target = r->now;
     const char *how;
     int kind = (int)rnd_below(&r->rng, 100);
@@ -727,7 +984,10 @@ static bool step(run *r, int op, int64_t arg, int result)
     case OP_RELEASE: ok = op_release(r, false, (int)arg); break;
     case OP_RELEASE_DEAD: ok = op_release(r, true, -1); break;
     case OP_STATE: describe(r, "get_state"); break; /* compared below after every op */
+    case OP_STATS: describe(r, "get_stats"); break; /* compared below after every op */
     case OP_CLOCK: ok = op_clock(r); break;
+    case OP_ISOLATE: ok = op_operator(r, true); break;
+    case OP_RESET: ok = op_operator(r, false); break;
     default:
         describe(r, "clock +%" PRId64 ": %" PRId64 " -> %" PRId64, arg, r->now, tadd(r->now, arg));
         set_now(r, tadd(r->now, arg));
@@ -743,10 +1003,36 @@ static bool step(run *r, int op, int64_t arg, int result)
                  circuit_state_name(gs));
         return false;
     }
-    if (re->n - r0 != mo->n - m0) {
-        mismatch(r, "get_state called a callback");
+    /* M1: every field exact in a sequential run; the totals add up */
+    circuit_stats gst, est;
+    side_stats(re, &gst);
+    side_stats(mo, &est);
+    const char *field = stats_diff(&gst, &est);
+    if (field != NULL) {
+        char eb[400], gb[400];
+        fmt_stats(eb, sizeof eb, &est);
+        fmt_stats(gb, sizeof gb, &gst);
+        mismatch(r, "get_stats after the op differs in %s:\n  expected (model) %s\n  got (real)      %s", field, eb,
+                 gb);
         return false;
     }
+    for (int sdi = 0; sdi < 2; sdi++) {
+        const circuit_stats *st = sdi == REAL ? &gst : &est;
+        uint64_t settled = st->successes + st->failures + st->ignored + st->late + st->released;
+        if (st->admitted != settled + (uint64_t)r->live) {
+            char b[400];
+            fmt_stats(b, sizeof b, st);
+            mismatch(r, "M1 identity broken (%s): admitted %" PRIu64 " != settled %" PRIu64 " + live %d: %s",
+                     side_names[sdi], st->admitted, settled, r->live, b);
+            return false;
+        }
+    }
+    if (re->n - r0 != mo->n - m0) {
+        mismatch(r, "get_state or get_stats called a callback");
+        return false;
+    }
+    /* everything of this op is compared: start the logs afresh */
+    re->n = mo->n = 0;
     r->op_index++;
     return true;
 }
@@ -761,7 +1047,10 @@ static void new_phase(run *r)
 
 static int pick_op(run *r)
 {
-    const int *w = r->prof->w;
+    int w[OP__COUNT];
+    memcpy(w, r->prof->w, sizeof w);
+    if (cmodel_get_state(r->sd[MODEL].m) == CIRCUIT_ISOLATED)
+        w[OP_RESET] *= RESET_WHILE_ISOLATED;
     int total = 0;
     for (int k = 0; k < OP__COUNT; k++)
         total += w[k];
@@ -787,8 +1076,8 @@ static bool sat_step(run *r)
     case 0:
         if (s == CIRCUIT_CLOSED)
             return r->live > 0 ? step(r, OP_DONE, -1, CIRCUIT_FAILURE) : step(r, OP_ALLOW, 0, 0);
-        if (s == CIRCUIT_OPEN)
-            return step(r, OP_JUMP, r->cfg.open_for_ns, 0);
+        if (s == CIRCUIT_OPEN) /* the period may come from open_for */
+            return step(r, OP_JUMP, r->last_period, 0);
         r->succ_w = 50;
         r->fail_w = 40;
         r->ign_w = 10;
@@ -816,7 +1105,8 @@ static bool sat_step(run *r)
             return step(r, OP_ALLOW, 0, 0);
         }
         r->sat_phase = 5;
-        r->ops = r->op_index + 2000;
+        if (r->ops < r->op_index + 2000)
+            r->ops = r->op_index + 2000;
         new_phase(r);
         return step(r, OP_STATE, 0, 0);
     default: return step(r, pick_op(r), -1, 0);
@@ -831,7 +1121,6 @@ static const int64_t open_for_tab[] = {1, 2, 10, 1000, 1000000, INT64_C(30000000
 static const int64_t timeout_tab[] = {1,    3,    10,      999, 1000, 1001, 2000000, INT64_C(5000000000),
                                       1000, 5000, INT64_MAX, INT64_C(1) << 61};
 
-#define OPS_PER_SEED 5500
 #define SAT_PROBES 1000
 
 static void setup(run *r, uint64_t seed)
@@ -867,13 +1156,17 @@ static void setup(run *r, uint64_t seed)
     p->f = 1 + rnd_below(&r->rng, 3);
     p->tmo = 1 + rnd_below(&r->rng, 4);
     p->nest = (int)rnd_below(&r->rng, 3) == 0;
-    r->ops = OPS_PER_SEED;
+    /* the open-period function: none in 2 seeds of 5 */
+    int64_t ofk = rnd_below(&r->rng, 5);
+    p->of_kind = ofk < 2 ? 0 : (int)ofk - 1;
+    p->of_base = r->cfg.open_for_ns < (INT64_C(1) << 40) ? r->cfg.open_for_ns : INT64_C(1) << 40;
+    p->of_salt = rnd(&r->rng);
+    r->ops = g_ops_per_seed;
 
     if (r->long_win) {
         r->cfg.window = CIRCUIT_MAX_COUNT;
         p->trip_kind = 0;
         p->k = CIRCUIT_MAX_COUNT / 2 + 40 + rnd_below(&r->rng, 60);
-        r->ops = 200000;
     }
     if (r->sat) {
         r->cfg.probes = SAT_PROBES;
@@ -882,9 +1175,69 @@ static void setup(run *r, uint64_t seed)
         p->trip_kind = 0;
         p->k = 1;
         p->probe_kind = 5;
-        r->ops = 100000; /* sat_step ends it sooner */
+        p->of_kind = 0; /* sat_step jumps by the config period */
     }
     r->pool_cap = r->cfg.probes + 40 < 48 ? 48 : r->cfg.probes + 40;
+}
+
+/* K1: policy.check is asked once by each; its EINVAL joins CFG2's message
+ * after the invalid fields; 0 accepts. */
+static int k1_calls;
+static int k1_check(void *arg, const circuit_config *cfg, char *errbuf, size_t errbuf_len)
+{
+    (void)arg;
+    k1_calls++;
+    if (cfg->probes == 3) /* the refusal is keyed on a config value */
+        return 0;
+    snprintf(errbuf, errbuf_len, "k1-complaint about window %d", cfg->window);
+    return EINVAL;
+}
+
+static int check_policy_check(side *s)
+{
+    static const struct {
+        int window, probes;
+        int rc;
+    } cases[] = {{5, 2, EINVAL}, {0, 2, EINVAL}, {5, 3, 0}};
+    int failures = 0;
+    int64_t t0 = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        circuit_spec spec = {.config = {cases[i].window, cases[i].probes, 10, 10},
+                             .policy = {cb_trip, cb_probe, s, k1_check},
+                             .classify = cb_classify,
+                             .classify_arg = s,
+                             .observe = cb_observe,
+                             .observe_arg = s};
+        char gb[512] = "", eb[512] = "";
+        circuit_breaker *b = NULL;
+        cmodel *m = NULL;
+        k1_calls = 0;
+        int g = circuit_new(&b, &spec, gb, sizeof gb);
+        int real_calls = k1_calls;
+        int e = cmodel_new(&m, &spec, model_clock, &t0, eb, sizeof eb);
+        char want[64];
+        snprintf(want, sizeof want, "k1-complaint about window %d", cases[i].window);
+        const char *why = NULL;
+        if (g != e || e != cases[i].rc)
+            why = "return value";
+        else if (real_calls != 1)
+            why = "policy.check not asked exactly once";
+        else if (g == EINVAL && strstr(gb, want) == NULL)
+            why = "the message lacks the policy's complaint";
+        else if (g == EINVAL && cases[i].window == 0 &&
+                 (strstr(gb, "window") == NULL || strstr(gb, "window") > strstr(gb, want)))
+            why = "the message does not name the invalid field before the complaint";
+        if (why != NULL) {
+            fprintf(stderr,
+                    "differential: MISMATCH K1 check %zu {window=%d probes=%d}: %s: expected (model) %d, got "
+                    "(real) %d, check asked %d times; real message \"%s\", model message \"%s\"\n",
+                    i, cases[i].window, cases[i].probes, why, e, g, real_calls, gb, eb);
+            failures++;
+        }
+        circuit_free(g == 0 ? b : NULL);
+        cmodel_free(e == 0 ? m : NULL);
+    }
+    return failures;
 }
 
 /* CFG1, CFG2: both accept and reject the same configs, and name every
@@ -947,7 +1300,7 @@ static int check_configs(void)
         circuit_free(g == 0 ? b : NULL);
         cmodel_free(e == 0 ? m : NULL);
     }
-    return failures;
+    return failures + check_policy_check(&s);
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -961,8 +1314,9 @@ static void *xcalloc(size_t n, size_t size)
 }
 
 typedef struct coverage {
-    long    trans[4][4], rej_open, rej_half, late, boundary_moves, retry1;
-    int64_t max_timed_out, max_window;
+    long    trans[5][5], rej_open, rej_half, rej_iso, late, boundary_moves, retry1;
+    long    isolate[2], reset[2], reset_from[5], silent, evict_ask, periods_varied;
+    int64_t max_timed_out, max_window, max_reopens;
     long    full_trips;
 } coverage;
 
@@ -982,14 +1336,16 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
 
     int rc = 1;
     circuit_spec spec = {.config = r->cfg,
-                         .policy = {cb_trip, cb_probe, &r->sd[REAL]},
+                         .policy = {cb_trip, cb_probe, &r->sd[REAL], NULL},
                          .classify = cb_classify,
                          .classify_arg = &r->sd[REAL],
                          .observe = cb_observe,
-                         .observe_arg = &r->sd[REAL]};
+                         .observe_arg = &r->sd[REAL],
+                         .open_for = r->p.of_kind ? cb_open_for : NULL,
+                         .open_for_arg = &r->sd[REAL]};
     char err[256] = "";
     int g = circuit_new(&r->sd[REAL].b, &spec, err, sizeof err);
-    spec.policy.arg = spec.classify_arg = spec.observe_arg = &r->sd[MODEL];
+    spec.policy.arg = spec.classify_arg = spec.observe_arg = spec.open_for_arg = &r->sd[MODEL];
     int e = cmodel_new(&r->sd[MODEL].m, &spec, model_clock, &r->now, err, sizeof err);
     if (g != 0 || e != 0) {
         describe(r, "new");
@@ -997,8 +1353,10 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
         goto out;
     }
     if (trace_on) {
-        printf("seed %" PRIu64 ": window=%d probes=%d open_for_ns=%" PRId64 " probe_timeout_ns=%" PRId64 "\n",
-               seed, r->cfg.window, r->cfg.probes, r->cfg.open_for_ns, r->cfg.probe_timeout_ns);
+        printf("seed %" PRIu64 ": window=%d probes=%d open_for_ns=%" PRId64 " probe_timeout_ns=%" PRId64
+               " open_for: %s\n",
+               seed, r->cfg.window, r->cfg.probes, r->cfg.open_for_ns, r->cfg.probe_timeout_ns,
+               open_for_names[r->p.of_kind]);
     }
 
     new_phase(r);
@@ -1030,11 +1388,23 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
     rc = 0;
 out:
     *ops += r->op_index;
-    for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++)
+    for (int a = 0; a < 5; a++) {
+        cov->reset_from[a] += r->n_reset_from[a];
+        for (int b = 0; b < 5; b++)
             cov->trans[a][b] += r->n_trans[a][b];
+    }
     cov->rej_open += r->n_rej_open;
     cov->rej_half += r->n_rej_half;
+    cov->rej_iso += r->n_rej_iso;
+    for (int k = 0; k < 2; k++) {
+        cov->isolate[k] += r->n_isolate[k];
+        cov->reset[k] += r->n_reset[k];
+    }
+    cov->silent += r->n_silent;
+    cov->evict_ask += r->n_evict_ask;
+    cov->periods_varied += r->n_periods_varied;
+    if (r->max_reopens > cov->max_reopens)
+        cov->max_reopens = r->max_reopens;
     cov->late += r->n_late;
     cov->boundary_moves += r->n_boundary_moves;
     cov->retry1 += r->n_retry1;
@@ -1052,6 +1422,24 @@ out:
     return rc;
 }
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: differential [--ops N] [--long] [SEED]\n"
+                    "  no SEED: seeds 1..20 (times CIRCUIT_STRESS_SCALE), %ld operations each\n"
+                    "  --ops N: N operations per seed; --long: seeds 1..400, 10^6 operations each\n",
+            OPS_PER_SEED);
+    return 2;
+}
+
+static bool parse_u64(const char *a, uint64_t *out)
+{
+    char *end;
+    if (a[0] == '\0' || a[0] == '-')
+        return false;
+    *out = strtoull(a, &end, 0);
+    return *end == '\0';
+}
+
 int main(int argc, char **argv)
 {
     const char *tr = getenv("CIRCUIT_DIFF_TRACE");
@@ -1066,20 +1454,31 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    uint64_t first = 1, count = (uint64_t)(40.0 * scale + 0.5);
+    bool long_run = false, have_seed = false, have_ops = false;
+    uint64_t first = 1, seed_arg = 0;
+    for (int i = 1; i < argc; i++) {
+        uint64_t v;
+        if (strcmp(argv[i], "--long") == 0) {
+            long_run = true;
+        } else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc && parse_u64(argv[i + 1], &v) && v > 0 &&
+                   v <= 1000000000) {
+            g_ops_per_seed = (long)v;
+            have_ops = true;
+            i++;
+        } else if (!have_seed && parse_u64(argv[i], &v)) {
+            seed_arg = v;
+            have_seed = true;
+        } else {
+            return usage();
+        }
+    }
+    uint64_t count = (uint64_t)((long_run ? 400.0 : 20.0) * scale + 0.5);
+    if (long_run && !have_ops)
+        g_ops_per_seed = 1000000;
     if (count < 1)
         count = 1;
-    if (argc > 2) {
-        fprintf(stderr, "usage: differential [SEED]\n");
-        return 2;
-    }
-    if (argc == 2) {
-        char *end;
-        first = strtoull(argv[1], &end, 0);
-        if (*end != '\0' || argv[1][0] == '\0') {
-            fprintf(stderr, "differential: SEED must be a number (got \"%s\")\n", argv[1]);
-            return 2;
-        }
+    if (have_seed) {
+        first = seed_arg;
         count = 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1092,15 +1491,24 @@ int main(int argc, char **argv)
     for (uint64_t s = first; !failed && s < first + count; s++) {
         seeds++;
         failed = run_seed(s, &ops, &cov) != 0;
+        if (long_run && !failed)
+            printf("seed %" PRIu64 " passed (%ld ops so far)\n", s, ops);
     }
     printf("coverage: transitions closed->open %ld, open->half-open %ld, half-open->open %ld, "
-           "half-open->closed %ld; rejections open %ld (retry_after 1 ns: %ld), half-open %ld; late results %ld; "
+           "half-open->closed %ld (incl. resets), ->isolated from closed/open/half-open %ld/%ld/%ld, ->closed by reset from "
+           "open/half-open/isolated %ld/%ld/%ld; isolate 0/EALREADY %ld/%ld, reset 0/EALREADY %ld/%ld; "
+           "rejections open %ld (retry_after 1 ns: %ld), half-open %ld, isolated %ld; late results %ld; "
            "boundary moves %ld; highest timed_out %" PRId64 "; fullest window %" PRId64
-           " (trips with a full 65536 window: %ld)\n",
+           " (trips with a full 65536 window: %ld); S2: successes asking nothing %ld, asks with failures = 0 %ld; "
+           "open periods other than config %ld, highest reopens %" PRId64 "\n",
            cov.trans[CIRCUIT_CLOSED][CIRCUIT_OPEN], cov.trans[CIRCUIT_OPEN][CIRCUIT_HALF_OPEN],
-           cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_OPEN], cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_CLOSED], cov.rej_open,
-           cov.retry1, cov.rej_half, cov.late, cov.boundary_moves, cov.max_timed_out,
-           cov.max_window, cov.full_trips);
+           cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_OPEN], cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_CLOSED],
+           cov.trans[CIRCUIT_CLOSED][CIRCUIT_ISOLATED], cov.trans[CIRCUIT_OPEN][CIRCUIT_ISOLATED],
+           cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_ISOLATED], cov.reset_from[CIRCUIT_OPEN],
+           cov.reset_from[CIRCUIT_HALF_OPEN], cov.reset_from[CIRCUIT_ISOLATED], cov.isolate[0], cov.isolate[1], cov.reset[0],
+           cov.reset[1], cov.rej_open, cov.retry1, cov.rej_half, cov.rej_iso, cov.late, cov.boundary_moves,
+           cov.max_timed_out, cov.max_window, cov.full_trips, cov.silent, cov.evict_ask, cov.periods_varied,
+           cov.max_reopens);
     printf("model: %ld ops, %" PRIu64 " seeds: %d passed, %d failed\n", ops, seeds, failed ? 0 : 1,
            failed ? 1 : 0);
     return failed ? 1 : 0;
