@@ -15,6 +15,11 @@
  *   Both behave the same way while half-open: any failed probe reopens, a
  *   run of M probe successes closes, and a probe timeout keeps probing.
  *
+ * One open-period function (SPEC B1-B3)
+ *   circuit_backoff_exponential  each reopen doubles the open period, from a
+ *                         base to a cap, with a jitter that is a fixed
+ *                         function of (your seed, the generation).
+ *
  * Two classifiers
  *   circuit_classify_errno  for results in the "0 or a negative errno"
  *                           convention (liburing, the kernel, most C code).
@@ -35,14 +40,15 @@
  *         .observe  = log_transition,
  *     };
  *
- * Thread-safety (SPEC L4)
- *   The breaker asks its policy without any lock, from whichever thread
+ * Thread-safety (SPEC L4, B3)
+ *   The breaker asks its policy (and its open_for function) without any lock, from whichever thread
  *   counts a result or notices a probe timeout, possibly from several threads
  *   at once and possibly more than once for one result. Every trip and probe
  *   function installed by the *_policy builders below is a pure function of
  *   the counts it is given and of the read-only parameter struct: it keeps no
  *   state, writes nothing, allocates nothing, takes no lock and never calls
- *   the breaker. The classifiers are pure functions of their `result`
+ *   the breaker; so is circuit_backoff_exponential_open_for, of its struct
+ *   and of the circuit_open_info it is given. The classifiers are pure functions of their `result`
  *   argument. All of them may therefore be called concurrently from any
  *   number of threads, and one parameter struct may serve any number of
  *   breakers at once.
@@ -205,6 +211,15 @@ CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive 
  *   `successes` probe successes closes, a probe timeout keeps probing. The
  *   ratio is not used while half-open.
  *
+ * The window (SPEC K1): the policy has a `check`, so circuit_new refuses a
+ *   breaker whose config.window is smaller than min_results (such a window
+ *   never holds min_results results, and the breaker would never trip). It
+ *   returns EINVAL with CFG2's single message, which ends with the clause
+ *     policy: circuit_failure_rate min_results = 50 exceeds window = 10 (the
+ *     window never holds that many results, so the policy would never trip)
+ *   after any clause about the config's own fields. One struct may serve
+ *   breakers of different windows, as long as each is >= min_results.
+ *
  * Units: min_results and successes are counts of results; ratio is a share,
  * failures / results (0.5 is 50%).
  */
@@ -243,16 +258,122 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
  * circuit_failure_rate_policy - the policy for circuit_spec.policy.
  * @p: a struct filled by circuit_failure_rate_init; NOT copied (the policy's
  *     arg points to it): it must stay valid and unchanged for as long as any
- *     breaker built with the policy exists. Use it only with breakers whose
- *     config.window is at least p->min_results (the window init checked).
+ *     breaker built with the policy exists.
  *
- * The returned trip and probe functions are pure (see "Thread-safety").
+ * The returned trip and probe functions are pure (see "Thread-safety"). The
+ * returned check (SPEC K1) makes circuit_new fail with EINVAL, naming
+ * min_results and the window, when config.window < p->min_results; it
+ * accepts every other config (circuit_new itself reports a window outside
+ * 1..CIRCUIT_MAX_COUNT).
  * Aborts: @p is NULL, or holds values circuit_failure_rate_init would reject
  * whatever the window (min_results outside 1..CIRCUIT_MAX_COUNT, ratio
  * outside (0, 1], successes outside 1..CIRCUIT_RUN_MAX), for example a
  * struct zeroed by a failed init.
  */
 CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rate *p);
+
+/* ------------------------------------------------------------------------ */
+/* Exponential open periods (circuit_open_for_fn, SPEC B1-B3)               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * circuit_backoff_exponential - open periods that double on each reopen,
+ * from base_ns to cap_ns, shortened by a deterministic jitter.
+ *
+ * When the breaker opens, the core asks circuit_backoff_exponential_open_for
+ * with a circuit_open_info (SPEC B1, B2). The period, in ns, is
+ *
+ *     p      = min(cap_ns, base_ns * 2^reopens)
+ *     u      = (splitmix64(seed, generation) >> 11) * 2^-53      in [0, 1)
+ *     period = p - trunc(p * jitter * u)                          (double math)
+ *
+ * where reopens is info->reopens (0 for a trip from closed, k for the k-th
+ * reopen since the breaker last closed: a failed probe doubles the wait, a
+ * close or circuit_reset starts again at base_ns), generation is
+ * info->generation, and splitmix64(seed, n) is the n-th output of the
+ * SplitMix64 generator seeded with `seed` (G. L. Steele, D. Lea and C. H.
+ * Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014,
+ * doi:10.1145/2660193.2660195):
+ *
+ *     z = seed + n * 0x9e3779b97f4a7c15                           (mod 2^64)
+ *     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+ *     z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+ *     splitmix64(seed, n) = z ^ (z >> 31)
+ *
+ * So every period lies in ((1 - jitter) * p, p]: the cap is never exceeded,
+ * and with jitter 0 the periods are exactly base, 2 base, 4 base, ..., cap.
+ * The jitter only shortens, and it is NOT random: it is a fixed function of
+ * (seed, generation). Processes (or breakers) that tripped together but were
+ * given different seeds (a pid, a host id, a hash of the upstream's name)
+ * get different periods and do not probe the dependency in step; a test
+ * that knows the seed can predict every period. The same seed, generation
+ * and reopens always give the same period (SPEC B3: the core may ask more
+ * than once for one transition). A period is never below 1 ns.
+ *
+ * Example: 1 s, 2 s, 4 s, ... up to 60 s, each cut by up to 20%.
+ *
+ *     static circuit_backoff_exponential bo;     // must outlive the breaker
+ *     if (circuit_backoff_exponential_init(&bo, CIRCUIT_S(1), CIRCUIT_S(60), 0.2,
+ *                                          (uint64_t)getpid(), err, sizeof err) != 0)
+ *         die("%s", err);
+ *     circuit_backoff_exponential_use(&spec, &bo);  // spec.open_for, spec.open_for_arg
+ *
+ * With an open_for function set, config.open_for_ns is still required and
+ * validated by circuit_new but not used for the periods.
+ */
+typedef struct circuit_backoff_exponential {
+    int64_t  base_ns; /**< the first open period (reopens = 0), ns, > 0 */
+    int64_t  cap_ns;  /**< the longest open period, ns, >= base_ns */
+    double   jitter;  /**< largest share cut off a period, in [0, 1); 0: none */
+    uint64_t seed;    /**< any value; give processes different ones */
+} circuit_backoff_exponential;
+
+/**
+ * circuit_backoff_exponential_init - validate and fill the parameters.
+ * @p:          the struct to fill; on EINVAL it is zeroed.
+ * @base_ns:    first open period, ns, > 0 (CIRCUIT_S(1), CIRCUIT_MS(500)).
+ * @cap_ns:     longest open period, ns, >= base_ns (equal: no growth).
+ * @jitter:     largest share of a period cut off, in [0, 1); NaN is invalid.
+ * @seed:       any value (see circuit_backoff_exponential).
+ * @errbuf:     on EINVAL, ONE message naming every invalid argument with its
+ *              bound and the value given, e.g. "invalid
+ *              circuit_backoff_exponential: base_ns = 0 (must be > 0);
+ *              jitter = 1 (must be in [0, 1))"; may be NULL.
+ * @errbuf_len: size of errbuf in bytes.
+ *
+ * Returns 0 or EINVAL. Writes only *p and errbuf.
+ * Aborts: @p is NULL.
+ */
+CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
+                                                 int64_t base_ns, int64_t cap_ns,
+                                                 double jitter, uint64_t seed, char *errbuf,
+                                                 size_t errbuf_len);
+
+/**
+ * circuit_backoff_exponential_open_for - the circuit_open_for_fn.
+ * @arg:  a const circuit_backoff_exponential * filled by _init.
+ * @info: what the core says about the open state being entered.
+ *
+ * Returns the period of the formula above, >= 1. Pure (SPEC B3): reads only
+ * *arg and *info, writes nothing, takes no lock; safe on any number of
+ * threads at once. Also callable directly, to log or test the schedule.
+ * Aborts: @arg or @info is NULL, or *arg holds values _init would reject.
+ */
+CIRCUIT_API int64_t circuit_backoff_exponential_open_for(void *arg,
+                                                         const circuit_open_info *info);
+
+/**
+ * circuit_backoff_exponential_use - set spec->open_for and spec->open_for_arg.
+ * @spec: the spec being filled for circuit_new.
+ * @p:    a struct filled by circuit_backoff_exponential_init; NOT copied: it
+ *        must stay valid and unchanged while any breaker built with it exists.
+ *
+ * Equivalent to .open_for = circuit_backoff_exponential_open_for,
+ * .open_for_arg = p, after checking *p.
+ * Aborts: @spec or @p is NULL, or *p holds values _init would reject.
+ */
+CIRCUIT_API void circuit_backoff_exponential_use(circuit_spec *spec,
+                                                 const circuit_backoff_exponential *p);
 
 /* ------------------------------------------------------------------------ */
 /* Classifiers (circuit_classify_fn)                                         */

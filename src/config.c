@@ -1,9 +1,12 @@
 /*
- * Configuration checks and their messages, names of states and outcomes,
- * rejection text, and the abort path for programming errors.
+ * Configuration checks and their messages (CFG1, CFG2, K1), names of states
+ * and outcomes, rejection text, and the abort path for programming errors.
+ * The message builder and the abort path are shared with the presets
+ * (message.h): one shape of message, one way to abort.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "message.h"
 
 void circuit__abort(const char *fmt, ...)
 {
@@ -30,68 +34,124 @@ void circuit__abort(const char *fmt, ...)
     abort();
 }
 
-/* Appends to a bounded buffer, keeping it NUL-terminated and never writing
- * past its end; `used` keeps counting what the full text needs. */
-typedef struct msgbuf {
-    char *buf;
-    size_t len;
-    size_t used;
-} msgbuf;
+/* ---- the message builder (message.h) -------------------------------------- */
 
-__attribute__((format(printf, 2, 3))) static void msg_add(msgbuf *m, const char *fmt, ...)
+__attribute__((format(printf, 2, 0))) static void msg_vappend(circuit__msg *m, const char *fmt,
+                                                             va_list ap)
 {
-    char tmp[160];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t add = strlen(tmp);
+    char *at = NULL;
+    size_t room = 0;
     if (m->buf && m->len > 0 && m->used < m->len - 1) {
-        size_t room = m->len - 1 - m->used;
-        size_t k = add < room ? add : room;
-        memcpy(m->buf + m->used, tmp, k);
-        m->buf[m->used + k] = '\0';
+        at = m->buf + m->used;
+        room = m->len - m->used; /* vsnprintf truncates and terminates */
     }
-    m->used += add;
+    int n = vsnprintf(at, room, fmt, ap);
+    if (n > 0)
+        m->used += (size_t)n;
 }
 
+__attribute__((format(printf, 2, 3))) static void msg_append(circuit__msg *m, const char *fmt,
+                                                            ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    msg_vappend(m, fmt, ap);
+    va_end(ap);
+}
+
+void circuit__msg_start(circuit__msg *m, char *buf, size_t len, const char *what)
+{
+    m->buf = buf;
+    m->len = buf ? len : 0;
+    m->used = 0;
+    m->clauses = 0;
+    if (m->len > 0)
+        buf[0] = '\0';
+    msg_append(m, "invalid %s:", what);
+}
+
+void circuit__msg_add(circuit__msg *m, const char *fmt, ...)
+{
+    msg_append(m, "%s ", m->clauses > 0 ? ";" : "");
+    va_list ap;
+    va_start(ap, fmt);
+    msg_vappend(m, fmt, ap);
+    va_end(ap);
+    m->clauses++;
+}
+
+int circuit__msg_end(circuit__msg *m)
+{
+    if (m->clauses > 0)
+        return EINVAL;
+    if (m->len > 0)
+        m->buf[0] = '\0';
+    return 0;
+}
+
+void circuit__format_double(char *buf, size_t len, double v)
+{
+    if (isnan(v)) {
+        snprintf(buf, len, "nan");
+        return;
+    }
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (isinf(v) || strtod(buf, NULL) == v)
+            break;
+    }
+    const char *e = strchr(buf, 'e');
+    if (e != NULL) {
+        long exp10 = strtol(e + 1, NULL, 10);
+        if (exp10 >= 0 && exp10 < 17 && exp10 + 1 > prec)
+            prec = (int)exp10 + 1;
+    }
+    snprintf(buf, len, "%.*g", prec, v);
+}
+
+/* ---- CFG1, CFG2, K1 ----------------------------------------------------------- */
+
+/* The policy's complaint is written into this much scratch space; a longer
+ * one is cut (policy.check is told the size). */
+#define CIRCUIT__CHECK_MSG_MAX 512
+
+/*
+ * K1: policy->check, when set, is called exactly once, and it is called even
+ * when the config has invalid fields, so that the caller reads every
+ * complaint in one message (a check must therefore cope with any field
+ * value; it sees the config as given, nothing corrected). Its EINVAL answer
+ * becomes the last clause, "policy: <its text>"; its 0 adds nothing; any
+ * other answer is a programming error and aborts, naming the value.
+ */
 int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, char *errbuf,
                       size_t errbuf_len)
 {
-    (void)policy; /* K1: policy->check is asked here (not yet wired) */
-    msgbuf m = {errbuf, errbuf_len, 0};
-    int bad = 0;
-    if (errbuf && errbuf_len > 0)
-        errbuf[0] = '\0';
-    msg_add(&m, "invalid circuit_config:");
-    if (cfg->window < 1 || cfg->window > CIRCUIT_MAX_COUNT) {
-        msg_add(&m, "%s window = %d (must be 1..%d)", bad ? ";" : "", cfg->window,
-                CIRCUIT_MAX_COUNT);
-        bad++;
+    circuit__msg m;
+    circuit__msg_start(&m, errbuf, errbuf_len, "circuit_config");
+    if (cfg->window < 1 || cfg->window > CIRCUIT_MAX_COUNT)
+        circuit__msg_add(&m, "window = %d (must be 1..%d)", cfg->window, CIRCUIT_MAX_COUNT);
+    if (cfg->probes < 1 || cfg->probes > CIRCUIT_MAX_COUNT)
+        circuit__msg_add(&m, "probes = %d (must be 1..%d)", cfg->probes, CIRCUIT_MAX_COUNT);
+    if (cfg->open_for_ns <= 0)
+        circuit__msg_add(&m, "open_for_ns = %" PRId64 " (must be > 0)", cfg->open_for_ns);
+    if (cfg->probe_timeout_ns <= 0)
+        circuit__msg_add(&m, "probe_timeout_ns = %" PRId64 " (must be > 0)",
+                         cfg->probe_timeout_ns);
+    if (policy && policy->check) {
+        char said[CIRCUIT__CHECK_MSG_MAX];
+        said[0] = '\0';
+        int rc = policy->check(policy->arg, cfg, said, sizeof said);
+        said[sizeof said - 1] = '\0'; /* in case the check forgot the NUL */
+        if (rc == EINVAL)
+            circuit__msg_add(&m, "policy: %s",
+                             said[0] ? said : "refused by policy.check (no reason given)");
+        else if (rc != 0)
+            circuit__abort("circuit_new: policy.check returned %d; it must return 0 (accept) or "
+                           "EINVAL (%d, refuse)",
+                           rc, EINVAL);
     }
-    if (cfg->probes < 1 || cfg->probes > CIRCUIT_MAX_COUNT) {
-        msg_add(&m, "%s probes = %d (must be 1..%d)", bad ? ";" : "", cfg->probes,
-                CIRCUIT_MAX_COUNT);
-        bad++;
-    }
-    if (cfg->open_for_ns <= 0) {
-        msg_add(&m, "%s open_for_ns = %" PRId64 " (must be > 0)", bad ? ";" : "",
-                cfg->open_for_ns);
-        bad++;
-    }
-    if (cfg->probe_timeout_ns <= 0) {
-        msg_add(&m, "%s probe_timeout_ns = %" PRId64 " (must be > 0)", bad ? ";" : "",
-                cfg->probe_timeout_ns);
-        bad++;
-    }
-    if (!bad) {
-        if (errbuf && errbuf_len > 0)
-            errbuf[0] = '\0';
-        return 0;
-    }
-    return EINVAL;
+    return circuit__msg_end(&m);
 }
 
 const char *circuit_state_name(circuit_state s)

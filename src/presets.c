@@ -10,95 +10,24 @@
  */
 #include "circuit_presets.h"
 
+#include "message.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- messages ----------------------------------------------------------- */
+/* ---- messages and aborts ------------------------------------------------- */
 
-/* Messages follow circuit_new's (src/config.c): "invalid <what>: field = value
- * (must be bound); field = value (must be bound)". The longest one the init
- * functions build is a prefix and three clauses of well under 120 bytes. */
-#define PRESETS_MSG_MAX 512
+/* Messages and aborts go through the core's builder and abort path
+ * (src/message.h), so they have circuit_new's shape: "invalid <what>: field =
+ * value (must be bound); ..." and "libcircuit: <fn>: <why>". */
 
-typedef struct presets_msg {
-    char   text[PRESETS_MSG_MAX];
-    size_t used;
-    int    clauses;
-} presets_msg;
-
-static void presets_msg_start(presets_msg *m, const char *what)
+__attribute__((noreturn)) static void presets_abort(const char *fn, const char *why)
 {
-    int n = snprintf(m->text, sizeof m->text, "invalid %s:", what);
-    m->used = n > 0 ? (size_t)n : 0;
-    m->clauses = 0;
-}
-
-/* Appends one " field = value (must be ...)" clause, ";"-separated. */
-__attribute__((format(printf, 2, 3)))
-static void presets_msg_add(presets_msg *m, const char *fmt, ...)
-{
-    if (m->clauses > 0 && m->used + 1 < sizeof m->text) {
-        memcpy(m->text + m->used, ";", 2);
-        m->used += 1;
-    }
-    if (m->used < sizeof m->text) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(m->text + m->used, sizeof m->text - m->used, fmt, ap);
-        va_end(ap);
-        if (n > 0)
-            m->used += (size_t)n;
-        if (m->used >= sizeof m->text)
-            m->used = sizeof m->text - 1;
-    }
-    m->clauses++;
-}
-
-/* Writes the message (or, when nothing was wrong, an empty string) to the
- * caller's buffer, truncated to errbuf_len - 1 bytes; errbuf may be NULL and
- * errbuf_len 0 (then nothing is written). */
-static void presets_msg_emit(const presets_msg *m, char *errbuf, size_t errbuf_len)
-{
-    if (errbuf != NULL && errbuf_len > 0)
-        snprintf(errbuf, errbuf_len, "%s", m->clauses > 0 ? m->text : "");
-}
-
-/* The shortest decimal text that reads back as `v` (so a ratio of
- * 1.0000000001 is not shown as "1"), without an exponent when the value
- * has at most 17 digits before the point (50, not 5e+01); "nan" and "inf" as
- * printf spells them. */
-static void presets_format_double(char *buf, size_t len, double v)
-{
-    if (isnan(v)) {
-        snprintf(buf, len, "nan");
-        return;
-    }
-    int prec = 1;
-    for (; prec < 17; prec++) {
-        snprintf(buf, len, "%.*g", prec, v);
-        if (isinf(v) || strtod(buf, NULL) == v)
-            break;
-    }
-    const char *e = strchr(buf, 'e');
-    if (e != NULL) {
-        long exp10 = strtol(e + 1, NULL, 10);
-        if (exp10 >= 0 && exp10 < 17 && exp10 + 1 > prec)
-            prec = (int)exp10 + 1;
-    }
-    snprintf(buf, len, "%.*g", prec, v);
-}
-
-__attribute__((noreturn))
-static void presets_abort(const char *fn, const char *why)
-{
-    fprintf(stderr, "libcircuit: %s: %s\n", fn, why);
-    fflush(stderr);
-    abort();
+    circuit__abort("%s: %s", fn, why);
 }
 
 /* ---- shared half-open rule ---------------------------------------------- */
@@ -141,16 +70,15 @@ int circuit_consecutive_init(circuit_consecutive *p, int64_t failures, int64_t s
     if (p == NULL)
         presets_abort("circuit_consecutive_init", "p is NULL");
 
-    presets_msg m;
-    presets_msg_start(&m, "circuit_consecutive");
+    circuit__msg m;
+    circuit__msg_start(&m, errbuf, errbuf_len, "circuit_consecutive");
     if (!presets_run_ok(failures))
-        presets_msg_add(&m, " failures = %" PRId64 " (must be 1..%" PRId64 ")", failures,
-                        CIRCUIT_RUN_MAX);
+        circuit__msg_add(&m, "failures = %" PRId64 " (must be 1..%" PRId64 ")", failures,
+                         CIRCUIT_RUN_MAX);
     if (!presets_run_ok(successes))
-        presets_msg_add(&m, " successes = %" PRId64 " (must be 1..%" PRId64 ")", successes,
-                        CIRCUIT_RUN_MAX);
-    presets_msg_emit(&m, errbuf, errbuf_len);
-    if (m.clauses > 0) {
+        circuit__msg_add(&m, "successes = %" PRId64 " (must be 1..%" PRId64 ")", successes,
+                         CIRCUIT_RUN_MAX);
+    if (circuit__msg_end(&m) != 0) {
         memset(p, 0, sizeof *p);
         return EINVAL;
     }
@@ -203,6 +131,23 @@ static circuit_state failure_rate_probe(void *arg, const circuit_counts *c)
     return presets_probe(p->successes, c);
 }
 
+/* K1: refuses a breaker whose window can never hold min_results results (the
+ * policy would never trip). A window outside 1..CIRCUIT_MAX_COUNT is left to
+ * circuit_new's own clause about it: the check is called even then (K1), and
+ * says nothing it cannot be sure of. */
+static int failure_rate_check(void *arg, const circuit_config *cfg, char *errbuf,
+                              size_t errbuf_len)
+{
+    const circuit_failure_rate *p = arg;
+    if (cfg->window < 1 || p->min_results <= cfg->window)
+        return 0;
+    snprintf(errbuf, errbuf_len,
+             "circuit_failure_rate min_results = %" PRId64 " exceeds window = %d (the window "
+             "never holds that many results, so the policy would never trip)",
+             p->min_results, cfg->window);
+    return EINVAL;
+}
+
 int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg,
                               int64_t min_results, double ratio, int64_t successes,
                               char *errbuf, size_t errbuf_len)
@@ -212,29 +157,27 @@ int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg
     if (cfg == NULL)
         presets_abort("circuit_failure_rate_init", "cfg is NULL");
 
-    presets_msg m;
-    presets_msg_start(&m, "circuit_failure_rate");
+    circuit__msg m;
+    circuit__msg_start(&m, errbuf, errbuf_len, "circuit_failure_rate");
     if (cfg->window >= 1 && cfg->window <= CIRCUIT_MAX_COUNT) {
         if (min_results < 1 || min_results > cfg->window)
-            presets_msg_add(&m, " min_results = %" PRId64 " (must be 1..%d, the config's window)",
-                            min_results, cfg->window);
+            circuit__msg_add(&m, "min_results = %" PRId64 " (must be 1..%d, the config's window)",
+                             min_results, cfg->window);
     } else {
-        presets_msg_add(&m, " cfg->window = %d (must be 1..%d)", cfg->window,
-                        CIRCUIT_MAX_COUNT);
+        circuit__msg_add(&m, "cfg->window = %d (must be 1..%d)", cfg->window, CIRCUIT_MAX_COUNT);
         if (min_results < 1 || min_results > CIRCUIT_MAX_COUNT)
-            presets_msg_add(&m, " min_results = %" PRId64 " (must be 1..%d)", min_results,
-                            CIRCUIT_MAX_COUNT);
+            circuit__msg_add(&m, "min_results = %" PRId64 " (must be 1..%d)", min_results,
+                             CIRCUIT_MAX_COUNT);
     }
     if (!ratio_ok(ratio)) {
         char v[40];
-        presets_format_double(v, sizeof v, ratio);
-        presets_msg_add(&m, " ratio = %s (must be in (0, 1])", v);
+        circuit__format_double(v, sizeof v, ratio);
+        circuit__msg_add(&m, "ratio = %s (must be in (0, 1])", v);
     }
     if (!presets_run_ok(successes))
-        presets_msg_add(&m, " successes = %" PRId64 " (must be 1..%" PRId64 ")", successes,
-                        CIRCUIT_RUN_MAX);
-    presets_msg_emit(&m, errbuf, errbuf_len);
-    if (m.clauses > 0) {
+        circuit__msg_add(&m, "successes = %" PRId64 " (must be 1..%" PRId64 ")", successes,
+                         CIRCUIT_RUN_MAX);
+    if (circuit__msg_end(&m) != 0) {
         memset(p, 0, sizeof *p);
         return EINVAL;
     }
@@ -257,8 +200,112 @@ circuit_policy circuit_failure_rate_policy(const circuit_failure_rate *p)
         .trip = failure_rate_trip,
         .probe = failure_rate_probe,
         .arg = (void *)(uintptr_t)p,
+        .check = failure_rate_check,
     };
     return pol;
+}
+
+/* ---- exponential open periods (SPEC B1-B3) ---------------------------- */
+
+static bool jitter_ok(double jitter)
+{
+    return jitter >= 0.0 && jitter < 1.0; /* false for NaN */
+}
+
+static bool backoff_ok(const circuit_backoff_exponential *p)
+{
+    return p->base_ns > 0 && p->cap_ns >= p->base_ns && jitter_ok(p->jitter);
+}
+
+static uint64_t splitmix64_nth(uint64_t seed, uint64_t n)
+{
+    /* SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+     * generators", OOPSLA 2014): the state advances by the odd constant
+     * 0x9e3779b97f4a7c15 per output and each output is the state put through
+     * a 64-bit finaliser. The n-th output of the generator seeded with `seed`
+     * (n >= 1) is therefore mix(seed + n * gamma), computable without the n - 1
+     * outputs before it. Unsigned arithmetic wraps modulo 2^64 by definition. */
+    uint64_t z = seed + n * UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+int64_t circuit_backoff_exponential_open_for(void *arg, const circuit_open_info *info)
+{
+    const circuit_backoff_exponential *p = arg;
+    if (p == NULL)
+        presets_abort("circuit_backoff_exponential_open_for", "arg is NULL");
+    if (info == NULL)
+        presets_abort("circuit_backoff_exponential_open_for", "info is NULL");
+    if (!backoff_ok(p))
+        presets_abort("circuit_backoff_exponential_open_for",
+                      "*arg holds invalid values (fill it with circuit_backoff_exponential_init "
+                      "and check that it returned 0)");
+
+    /* min(cap, base * 2^reopens), doubling without overflow: once the period
+     * passes half the cap, the next doubling is the cap. At most 63 rounds,
+     * since base >= 1 and cap < 2^63. */
+    int64_t period = p->base_ns;
+    for (int64_t k = 0; k < info->reopens && period < p->cap_ns; k++)
+        period = period > p->cap_ns / 2 ? p->cap_ns : period * 2;
+
+    if (p->jitter > 0.0) {
+        /* u in [0, 1): the top 53 bits of the generation-th SplitMix64 output. */
+        double u = (double)(splitmix64_nth(p->seed, info->generation) >> 11) *
+                   0x1p-53;
+        int64_t cut = (int64_t)((double)period * p->jitter * u);
+        period -= cut;
+    }
+    return period >= 1 ? period : 1; /* never <= 0 (SPEC B1); jitter < 1 keeps it so anyway */
+}
+
+int circuit_backoff_exponential_init(circuit_backoff_exponential *p, int64_t base_ns,
+                                     int64_t cap_ns, double jitter, uint64_t seed, char *errbuf,
+                                     size_t errbuf_len)
+{
+    if (p == NULL)
+        presets_abort("circuit_backoff_exponential_init", "p is NULL");
+
+    circuit__msg m;
+    circuit__msg_start(&m, errbuf, errbuf_len, "circuit_backoff_exponential");
+    if (base_ns <= 0)
+        circuit__msg_add(&m, "base_ns = %" PRId64 " (must be > 0)", base_ns);
+    if (cap_ns <= 0 || (base_ns > 0 && cap_ns < base_ns)) {
+        if (base_ns > 0)
+            circuit__msg_add(&m, "cap_ns = %" PRId64 " (must be >= base_ns = %" PRId64 ")",
+                             cap_ns, base_ns);
+        else
+            circuit__msg_add(&m, "cap_ns = %" PRId64 " (must be > 0 and >= base_ns)", cap_ns);
+    }
+    if (!jitter_ok(jitter)) {
+        char v[40];
+        circuit__format_double(v, sizeof v, jitter);
+        circuit__msg_add(&m, "jitter = %s (must be in [0, 1))", v);
+    }
+    if (circuit__msg_end(&m) != 0) {
+        memset(p, 0, sizeof *p);
+        return EINVAL;
+    }
+    p->base_ns = base_ns;
+    p->cap_ns = cap_ns;
+    p->jitter = jitter;
+    p->seed = seed;
+    return 0;
+}
+
+void circuit_backoff_exponential_use(circuit_spec *spec, const circuit_backoff_exponential *p)
+{
+    if (spec == NULL)
+        presets_abort("circuit_backoff_exponential_use", "spec is NULL");
+    if (p == NULL)
+        presets_abort("circuit_backoff_exponential_use", "p is NULL");
+    if (!backoff_ok(p))
+        presets_abort("circuit_backoff_exponential_use",
+                      "*p holds invalid values (fill it with circuit_backoff_exponential_init "
+                      "and check that it returned 0)");
+    spec->open_for = circuit_backoff_exponential_open_for;
+    spec->open_for_arg = (void *)(uintptr_t)p; /* only read (SPEC B3) */
 }
 
 /* ---- classifiers -------------------------------------------------------- */
