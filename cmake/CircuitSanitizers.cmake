@@ -4,21 +4,30 @@
 #   CIRCUIT_SANITIZE="address;undefined"  ASan + UBSan (the `debug` preset)
 #   CIRCUIT_SANITIZE="thread"             TSan (the `tsan` preset)
 #
-# The flags are applied to every target of the project (library, tests,
-# benchmarks), because a sanitizer must see the whole program. UBSan findings
-# abort (-fno-sanitize-recover) so that a test which triggers one fails.
+# The flags are carried by ONE interface target, `circuit_sanitize`: a target
+# that links it is compiled and linked with them, and so is every target that
+# links that one when it is linked PUBLIC. It is linked by circuit_testable
+# (src/CMakeLists.txt) and circuit_model (tests/CMakeLists.txt), publicly, so
+# every test program built on them is instrumented as a whole, and directly by
+# the test programs that link neither (the TSan canaries). A program that must
+# not be instrumented (tests/stress/stress_nolock, which defines malloc and the
+# lock functions a sanitizer's runtime owns) simply does not link it. In a
+# build without sanitizers the target is empty. UBSan findings abort
+# (-fno-sanitize-recover) so that a test which triggers one fails.
 #
 # Other CMake files may read:
 #   CIRCUIT_SANITIZE          the list above (empty when none)
 #   CIRCUIT_SANITIZE_THREAD   ON in a TSan build: Criterion cannot start under
-#                             TSan, so Criterion tests must not run there
-#   CIRCUIT_SANITIZE_CFLAGS   compile flags, as one string (for nested builds)
-#   CIRCUIT_SANITIZE_LDFLAGS  link flags, as one string (for nested builds)
+#                             TSan, so Criterion tests are not built there
+#   CIRCUIT_SANITIZE_CFLAGS   compile flags, as one string (for programs built
+#                             outside this tree, e.g. the packaging consumers)
+#   CIRCUIT_SANITIZE_LDFLAGS  link flags, as one string (likewise)
 
 set(CIRCUIT_SANITIZE "" CACHE STRING
-  "Sanitizers for every target: empty, 'address;undefined' or 'thread'")
+  "Sanitizers for the tests and what they link: empty, 'address;undefined' or 'thread'")
 set_property(CACHE CIRCUIT_SANITIZE PROPERTY STRINGS "" "address;undefined" "thread")
 
+add_library(circuit_sanitize INTERFACE)
 set(CIRCUIT_SANITIZE_THREAD OFF)
 set(CIRCUIT_SANITIZE_CFLAGS "")
 set(CIRCUIT_SANITIZE_LDFLAGS "")
@@ -60,9 +69,9 @@ if(CIRCUIT_SANITIZE)
     message(FATAL_ERROR "${CMAKE_C_COMPILER_ID} cannot build with -fsanitize=${_circuit_san_csv}")
   endif()
 
-  add_compile_options(${_circuit_san_compile})
-  add_link_options(${_circuit_san_link})
+  target_compile_options(circuit_sanitize INTERFACE ${_circuit_san_compile})
+  target_link_options(circuit_sanitize INTERFACE ${_circuit_san_link})
   list(JOIN _circuit_san_compile " " CIRCUIT_SANITIZE_CFLAGS)
   list(JOIN _circuit_san_link " " CIRCUIT_SANITIZE_LDFLAGS)
-  message(STATUS "libcircuit: sanitizers ${_circuit_san_csv}")
+  message(STATUS "libcircuit: sanitizers ${_circuit_san_csv} (target circuit_sanitize)")
 endif()

@@ -10,12 +10,13 @@
  * (pthread_mutex_lock/trylock/timedlock, pthread_spin_lock/trylock,
  * pthread_rwlock_rdlock/wrlock/tryrdlock/trywrlock, pthread_cond_wait/
  * timedwait, sem_wait/timedwait, syscall(SYS_futex), nanosleep/
- * clock_nanosleep/usleep, pthread_create, timer_create, malloc/calloc/realloc/
- * posix_memalign/aligned_alloc/memalign/valloc), forwarding each to the next
- * definition (dlsym(RTLD_NEXT, ...)). The library is linked statically
- * (circuit_testable) and liburcu dynamically: the executable's definitions
- * win for both. A call is counted only while the calling thread has its
- * `measuring` flag set, which the test sets around the library calls alone.
+ * clock_nanosleep/usleep, pthread_create, timer_create), forwarding each to
+ * the next definition (dlsym(RTLD_NEXT, ...)); the allocation functions are
+ * defined by tests/alloc_count.c (interposing form). The library is linked
+ * statically (circuit_testable_plain) and liburcu dynamically: the
+ * executable's definitions win for both. A call is counted only while the
+ * calling thread has its `measuring` flag set, which the test sets around the
+ * library calls alone.
  *
  * Checked (every count must be zero):
  *   - closed state: N threads x allow + done (success/failure, no trip);
@@ -37,8 +38,8 @@
  *
  * Not meaningful under ASan/TSan (their runtimes own malloc and the lock
  * functions): such a build exits 77 (skipped). CMake builds this program
- * without sanitizer flags, against a plain copy of circuit_testable, so that
- * it runs in the sanitizer builds too.
+ * without sanitizer flags, against circuit_testable_plain, so that it runs in
+ * the sanitizer builds too.
  *
  * Exit: 0 pass; 1 a call was counted (printed with the phase); 77 skipped.
  */
@@ -64,6 +65,7 @@
 #include <malloc.h>
 #include <urcu/lfstack.h>
 
+#include "alloc_count.h"
 #include "circuit.h"
 #include "testing.h"
 
@@ -130,131 +132,16 @@ static void *next_sym(const char *name)
         atomic_store_explicit(&real_, fn_, memory_order_release);      \
     }
 
-/* ---- allocation (dlsym may allocate: a static arena serves it) ----------- */
+/* ---- allocation ------------------------------------------------------------------ */
+/* Counted by tests/alloc_count.c, linked in its interposing form: it defines
+ * malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign, valloc and
+ * pvalloc for the whole process. Each thread adds the allocations it made
+ * while measuring to counts[C_ALLOC]. */
 
-static _Alignas(64) char boot[1 << 16];
-static atomic_size_t boot_used;
-static _Thread_local int resolving;
-
-static void *boot_alloc(size_t n)
+static void count_allocs_since(uint64_t before)
 {
-    n = (n + 63) & ~(size_t)63;
-    size_t at = atomic_fetch_add(&boot_used, n);
-    if (at + n > sizeof boot)
-        abort();
-    return boot + at; /* static storage: already zero */
-}
-
-static bool in_boot(const void *p)
-{
-    return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
-}
-
-typedef void *(*malloc_fn)(size_t);
-typedef void *(*calloc_fn)(size_t, size_t);
-typedef void *(*realloc_fn)(void *, size_t);
-typedef void (*free_fn)(void *);
-typedef int (*pmemalign_fn)(void **, size_t, size_t);
-typedef void *(*memalign_fn)(size_t, size_t);
-typedef void *(*valloc_fn)(size_t);
-
-static _Atomic(malloc_fn) r_malloc;
-static _Atomic(calloc_fn) r_calloc;
-static _Atomic(realloc_fn) r_realloc;
-static _Atomic(free_fn) r_free;
-
-static void resolve_alloc(void)
-{
-    resolving++;
-    void *m = next_sym("malloc"), *c = next_sym("calloc"), *r = next_sym("realloc"),
-         *f = next_sym("free");
-    resolving--;
-    malloc_fn mf;
-    calloc_fn cf;
-    realloc_fn rf;
-    free_fn ff;
-    memcpy(&mf, &m, sizeof mf);
-    memcpy(&cf, &c, sizeof cf);
-    memcpy(&rf, &r, sizeof rf);
-    memcpy(&ff, &f, sizeof ff);
-    atomic_store(&r_calloc, cf);
-    atomic_store(&r_realloc, rf);
-    atomic_store(&r_free, ff);
-    atomic_store(&r_malloc, mf);
-}
-
-void *malloc(size_t n)
-{
-    COUNT(C_ALLOC);
-    if (resolving)
-        return boot_alloc(n);
-    if (!atomic_load_explicit(&r_malloc, memory_order_acquire))
-        resolve_alloc();
-    return atomic_load_explicit(&r_malloc, memory_order_relaxed)(n);
-}
-
-void *calloc(size_t a, size_t b)
-{
-    COUNT(C_ALLOC);
-    if (resolving)
-        return boot_alloc(a * b);
-    if (!atomic_load_explicit(&r_calloc, memory_order_acquire))
-        resolve_alloc();
-    return atomic_load_explicit(&r_calloc, memory_order_relaxed)(a, b);
-}
-
-void *realloc(void *p, size_t n)
-{
-    COUNT(C_ALLOC);
-    if (resolving)
-        return boot_alloc(n);
-    if (!atomic_load_explicit(&r_realloc, memory_order_acquire))
-        resolve_alloc();
-    if (in_boot(p)) {
-        void *q = atomic_load_explicit(&r_malloc, memory_order_relaxed)(n);
-        size_t room = (size_t)(boot + sizeof boot - (char *)p);
-        if (q)
-            memcpy(q, p, n < room ? n : room);
-        return q;
-    }
-    return atomic_load_explicit(&r_realloc, memory_order_relaxed)(p, n);
-}
-
-void free(void *p)
-{
-    if (!p || in_boot(p))
-        return;
-    if (!atomic_load_explicit(&r_free, memory_order_acquire))
-        resolve_alloc();
-    atomic_load_explicit(&r_free, memory_order_relaxed)(p);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    COUNT(C_ALLOC);
-    REAL(pmemalign_fn, "posix_memalign");
-    return fn_(out, align, n);
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    COUNT(C_ALLOC);
-    REAL(memalign_fn, "aligned_alloc");
-    return fn_(align, n);
-}
-
-void *memalign(size_t align, size_t n)
-{
-    COUNT(C_ALLOC);
-    REAL(memalign_fn, "memalign");
-    return fn_(align, n);
-}
-
-void *valloc(size_t n)
-{
-    COUNT(C_ALLOC);
-    REAL(valloc_fn, "valloc");
-    return fn_(n);
+    atomic_fetch_add_explicit(&counts[C_ALLOC], (long)(alloc_thread_calls() - before),
+                              memory_order_relaxed);
 }
 
 /* ---- locks, waits, sleeps, threads, timers ------------------------------------- */
@@ -526,6 +413,7 @@ static void *run(void *arg)
     job *j = arg;
     uint64_t s = j->seed;
     long adm = 0;
+    uint64_t allocs0 = alloc_thread_calls();
     measuring = 1;
     for (long i = 0; i < j->ops; i++) {
         uint64_t r = rnd(&s);
@@ -569,6 +457,7 @@ static void *run(void *arg)
         }
     }
     measuring = 0;
+    count_allocs_since(allocs0);
     j->admitted = adm;
     return NULL;
 }
@@ -633,7 +522,9 @@ static void controls(void)
     syscall(SYS_futex, &futex_word, FUTEX_WAKE, 1, NULL, NULL, 0);
     struct timespec ts = {0, 1000};
     nanosleep(&ts, NULL);
+    uint64_t allocs0 = alloc_thread_calls();
     void *volatile p = malloc(16);
+    count_allocs_since(allocs0);
     measuring = 0;
     free(p);
     long mutex_direct = atomic_load(&counts[C_MUTEX]) - snap[C_MUTEX];
