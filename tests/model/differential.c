@@ -679,19 +679,19 @@ static bool compare_events(run *r, size_t r0, size_t m0)
             break;
         if (ge != NULL && ee != NULL && event_eq(ge, ee))
             continue;
-        char eb[400] = "(none)", gb[400] = "(none)";
+        char eb[1024] = "(none)", gb[1024] = "(none)";
         if (ee)
             fmt_event(eb, sizeof eb, ee);
         if (ge)
             fmt_event(gb, sizeof gb, ge);
-        char all[4000] = "";
+        char all[13000] = "";
         for (int sdi = 0; sdi < 2; sdi++) {
             const side *s = &r->sd[sdi];
             size_t from = sdi == REAL ? r0 : m0;
             size_t len = strlen(all);
             snprintf(all + len, sizeof all - len, "\n  all events of this op, %s:", side_names[sdi]);
             for (size_t k = from; k < s->n && k < from + 12; k++) {
-                char b[400];
+                char b[1024];
                 fmt_event(b, sizeof b, &s->ev[k]);
                 len = strlen(all);
                 snprintf(all + len, sizeof all - len, "\n    %s", b);
@@ -1265,7 +1265,7 @@ static int check_configs(void)
     int failures = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         circuit_spec spec = {.config = {cases[i].window, cases[i].probes, cases[i].open_for, cases[i].timeout},
-                             .policy = {cb_trip, cb_probe, &s},
+                             .policy = {cb_trip, cb_probe, &s, NULL},
                              .classify = cb_classify,
                              .classify_arg = &s,
                              .observe = cb_observe,

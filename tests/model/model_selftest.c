@@ -173,7 +173,7 @@ static void fx_observe(void *arg, void *call_ctx, const circuit_transition *t)
 static circuit_spec fx_spec(fx *f, int window, int probes, int64_t open_for, int64_t timeout)
 {
     circuit_spec s = {.config = {window, probes, open_for, timeout},
-                      .policy = {fx_trip, fx_probe, f},
+                      .policy = {fx_trip, fx_probe, f, NULL},
                       .classify = fx_classify,
                       .classify_arg = f,
                       .observe = fx_observe,
@@ -1416,7 +1416,7 @@ TEST(L4_O1_threads_keep_order_and_invariants)
     x.last_to = CIRCUIT_CLOSED;
     atomic_store(&x.clock, 1000);
     circuit_spec s = {.config = {16, 3, 200, 100},
-                      .policy = {mt_trip, mt_probe, &x},
+                      .policy = {mt_trip, mt_probe, &x, NULL},
                       .classify = mt_classify,
                       .observe = mt_observe,
                       .observe_arg = &x};
