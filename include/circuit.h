@@ -90,8 +90,23 @@ extern "C" {
 
 /** Number of transition records each breaker preallocates. Publishing a
  *  transition allocates (malloc) only while more than this many are made and
- *  not yet delivered. */
-#define CIRCUIT_TRANSITION_POOL 64
+ *  not yet delivered; delivery normally follows within the call that made
+ *  it, so a handful covers nested observe calls and a stopped deliverer. */
+#define CIRCUIT_TRANSITION_POOL 4
+
+/** Upper bound, in bytes, of the memory circuit_new allocates for one
+ *  breaker (SPEC L5): a fixed part (the breaker and its transition pool),
+ *  8 bytes per window slot (none when window is 1), 16 bytes per probe slot
+ *  plus 8 bytes per 32 probes (the slot bitmap), and one 64-byte cache line
+ *  per CPU configured (sysconf(_SC_NPROCESSORS_CONF), the per-CPU counters
+ *  of the fast path and the stats). Allocator overhead is not included.
+ *  Example: window 64, probes 1 on 2 CPUs: 960 + 512 + 16 + 8 + 128 = 1624. */
+#define CIRCUIT_FOOTPRINT_FIXED 960
+#define CIRCUIT_FOOTPRINT_PER_CPU 64
+#define CIRCUIT_FOOTPRINT_MAX(window, probes, cpus)                                  \
+    ((size_t)CIRCUIT_FOOTPRINT_FIXED + ((window) > 1 ? (size_t)(window) * 8u : 0u) + \
+     (size_t)(probes) * 16u + (((size_t)(probes) + 31u) / 32u) * 8u +                 \
+     (size_t)(cpus) * CIRCUIT_FOOTPRINT_PER_CPU)
 
 /** Writing durations: CIRCUIT_S(30) is 30 s in ns. Arguments are converted
  *  to int64_t; the caller keeps them in range (about 292 years). */
@@ -294,11 +309,11 @@ typedef struct circuit_ticket {
  * @errbuf_len: size of errbuf in bytes (0 writes nothing).
  *
  * The new breaker is closed (generation 0); no transition is delivered for
- * its creation. Memory: O(window + probes): 8 bytes per window slot (none
- * when window is 1), 16.25 bytes per probe slot, plus about 6 KiB (the
- * breaker and its CIRCUIT_TRANSITION_POOL transition records); it never grows
+ * its creation. Memory: O(window + probes + CPUs), at most
+ * CIRCUIT_FOOTPRINT_MAX(window, probes, CPUs configured); it never grows
  * with traffic (only transitions beyond the pool that are not yet delivered
- * hold more, until delivered).
+ * hold more, until delivered). Creating and freeing cost O(window + probes
+ * + CPUs).
  *
  * Returns 0, EINVAL (invalid config; *out = NULL) or ENOMEM (nothing leaked;
  * *out = NULL).

@@ -1,18 +1,47 @@
 /*
- * Atomic operations with their memory order spelled out at every call site.
+ * The one atomics vocabulary of the core (SPEC L7). Every shared access in
+ * src/ goes through these functions, and each name carries its C11 memory
+ * order: _rlx (relaxed), _acq (acquire), _rel (release), _acq_rel, _sc
+ * (sequentially consistent). Each call site says in one line why that order
+ * is enough; each fence names the pair of accesses it orders.
  *
- * Normal builds use ConcurrencyKit's ck_pr (x86-64 inline assembly, including
- * cmpxchg16b for the 16-byte state word). ThreadSanitizer cannot see inline
- * assembly, and in CK's builtins mode (CK_USE_CC_BUILTINS) its loads and
- * stores stay plain volatile accesses and its fences are compiler barriers
- * only; so TSan builds route every operation through the compiler's __atomic
- * builtins, which TSan instruments, with the same orders. On x86-64 both
- * paths give the same hardware ordering: loads are acquire, stores are
- * release, locked instructions are full barriers.
+ * 8-BYTE operations are the compiler's C11 __atomic builtins in EVERY build,
+ * so the ThreadSanitizer build runs exactly the code the release build ships
+ * (on x86-64 and aarch64 alike): nothing here relies on one CPU's ordering.
  *
- * The `__tsan_acquire` / `__tsan_release` marks are for the one place where
- * happens-before flows through code TSan cannot see: liburcu's stack
- * (src/delivery.c).
+ * 16-BYTE operations (the state word, probe-slot records, the probe-time
+ * hint, the fold ledger) are the one place where builds differ:
+ *   - x86-64 release: `lock cmpxchg16b` in inline assembly. It is a full
+ *     barrier, and on failure it returns the value it compared against as
+ *     one atomic snapshot.
+ *   - aarch64 release: a load-acquire-exclusive pair / store-release-
+ *     exclusive pair loop (ldaxp/stlxp), which needs no LSE and works on
+ *     every ARMv8-A. A successful stlxp makes the pair write single-copy
+ *     atomic; a failed comparison is NOT a snapshot before ARMv8.4 (the two
+ *     halves of an ldaxp that is not followed by a successful stlxp may come
+ *     from different writes), so on failure the expected value is re-read
+ *     with circuit__ld128_acq, never taken from the ldaxp.
+ *   - ThreadSanitizer builds (x86-64 only): the __atomic builtins on
+ *     unsigned __int128, which TSan instruments. GCC may route them through
+ *     libatomic; that is acceptable in a checking build and never shipped.
+ *   - Reads of a 16-byte word in release builds load the low half, the high
+ *     half, then the low half again, each with ACQUIRE, and retry until the
+ *     two low halves agree. Why that returns a value the word really held:
+ *     every write to the word writes both halves as one single-copy-atomic
+ *     unit (cmpxchg16b, or a successful stlxp); the three loads are ordered
+ *     (acquire), so the write the high half came from is no older than the
+ *     first low read's write and no newer than the second's; if both low
+ *     reads saw the same value, every write in between left the low half
+ *     unchanged, so (low, high) is the value one of them wrote. The only way
+ *     to be fooled is the low half leaving and returning to the very same
+ *     value between two loads a few instructions apart, which for the words
+ *     read this way takes a wrap of a 30-bit generation plus a 31-bit
+ *     sequence (or of a 64-bit version). TSan builds use one 16-byte atomic
+ *     load instead (TSan must see the access).
+ *
+ * The happens-before marks (circuit__tsan_release/acquire) are for the one
+ * place where synchronisation flows through code TSan cannot see: liburcu's
+ * stack push/pop (inline assembly in liburcu 0.13), see src/delivery.c.
  */
 #ifndef CIRCUIT_ATOMICS_H
 #define CIRCUIT_ATOMICS_H
@@ -28,165 +57,191 @@
 #endif
 #endif
 
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "libcircuit's atomics are written for x86-64 and aarch64 only (see src/atomics.h)"
+#endif
+
 #ifdef CIRCUIT__TSAN
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 #define circuit__tsan_acquire(p) __tsan_acquire((void *)(p))
 #define circuit__tsan_release(p) __tsan_release((void *)(p))
-/* Only ck_backoff is used from CK in TSan builds; builtins mode keeps its
- * headers free of inline assembly TSan would not see. */
-#define CK_USE_CC_BUILTINS 1
-#include <ck_backoff.h>
 #else
 #define circuit__tsan_acquire(p) ((void)(p))
 #define circuit__tsan_release(p) ((void)(p))
-#include <ck_backoff.h>
-#include <ck_pr.h>
 #endif
 
-#ifdef CIRCUIT__TSAN
-__extension__ typedef unsigned __int128 circuit__int128;
-#endif
-
-/* A 16-byte word, updated only as a whole by compare-and-swap. */
+/* A 16-byte word, changed only as a whole by circuit__cas128. */
 typedef struct circuit__u128 {
     uint64_t lo, hi;
 } __attribute__((aligned(16))) circuit__u128;
 
-/* ---- 64-bit ------------------------------------------------------------ */
+/* ---- 8-byte ------------------------------------------------------------- */
 
-static inline uint64_t circuit__load_acq(const uint64_t *p)
+static inline uint64_t circuit__ld_rlx(const uint64_t *p)
 {
-#ifdef CIRCUIT__TSAN
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#else
-    uint64_t v = ck_pr_load_64(p); /* x86-64: a plain load is acquire */
-    return v;
-#endif
-}
-
-static inline uint64_t circuit__load_rlx(const uint64_t *p)
-{
-#ifdef CIRCUIT__TSAN
     return __atomic_load_n(p, __ATOMIC_RELAXED);
-#else
-    return ck_pr_load_64(p);
-#endif
 }
-
-static inline void circuit__store_rel(uint64_t *p, uint64_t v)
+static inline uint64_t circuit__ld_acq(const uint64_t *p)
 {
-#ifdef CIRCUIT__TSAN
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline uint64_t circuit__ld_sc(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+static inline void circuit__st_rlx(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+static inline void circuit__st_rel(uint64_t *p, uint64_t v)
+{
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#else
-    ck_pr_store_64(p, v); /* x86-64: a plain store is release */
-#endif
 }
-
-/* Sequentially consistent store: a store followed by a full fence, for the
- * delivery hand-off (release the role, then look at the queue). */
-static inline void circuit__store_sc(uint64_t *p, uint64_t v)
+/* Compare-and-swap; on failure *expected receives the current value (read
+ * with the failure order given in the name: the second word). */
+static inline bool circuit__cas_rlx(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
-#ifdef CIRCUIT__TSAN
-    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
-#else
-    ck_pr_fas_64(p, v); /* xchg: a full barrier */
-#endif
+    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED);
 }
-
-/* Compare-and-swap, sequentially consistent. On failure *expected receives
- * the current value. */
-static inline bool circuit__cas(uint64_t *p, uint64_t *expected, uint64_t desired)
+static inline bool circuit__cas_acq(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
-#ifdef CIRCUIT__TSAN
+    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_ACQUIRE);
+}
+static inline bool circuit__cas_rel(uint64_t *p, uint64_t *expected, uint64_t desired)
+{
+    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE,
+                                       __ATOMIC_RELAXED);
+}
+static inline bool circuit__cas_acq_rel(uint64_t *p, uint64_t *expected, uint64_t desired)
+{
+    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+static inline bool circuit__cas_sc(uint64_t *p, uint64_t *expected, uint64_t desired)
+{
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST,
                                        __ATOMIC_SEQ_CST);
-#else
-    return ck_pr_cas_64_value(p, *expected, desired, expected);
-#endif
 }
-
-/* Fetch-and-add, sequentially consistent; returns the previous value. */
-static inline uint64_t circuit__faa(uint64_t *p, uint64_t d)
+static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
-#ifdef CIRCUIT__TSAN
+    return __atomic_fetch_add(p, d, __ATOMIC_RELAXED);
+}
+static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
+{
     return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
-#else
-    return ck_pr_faa_64(p, d);
-#endif
+}
+/* A full fence: orders every earlier access before every later one,
+ * store -> load included. Each use names the (store, load) pair it orders. */
+static inline void circuit__fence_sc(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-/* ---- 128-bit ----------------------------------------------------------- */
-
-/* Reads a 16-byte word as a value it really held. Normal builds read the
- * low half, the high half, then the low half again, and retry if it moved:
- * x86-64 keeps loads in order, so when the low half did not move between
- * the two reads, the high half read between them was its partner at that
- * moment (barring the low half leaving and coming back to the very same
- * value in between, which for the state word takes a wrap of its 30-bit
- * generation or 32-bit seq). Without this, a policy could be shown counts
- * that never existed, even though the CAS would then reject them. TSan
- * builds read it with one 16-byte atomic load. */
-static inline circuit__u128 circuit__load128(const circuit__u128 *p)
+/* Pointers (the deliverer's list head is private; these are for the rest). */
+static inline void *circuit__ldp_rlx(void *const *p)
 {
-    circuit__u128 v;
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+static inline void circuit__stp_rlx(void **p, void *v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* ---- 16-byte ------------------------------------------------------------ */
+
 #ifdef CIRCUIT__TSAN
-    circuit__int128 x = __atomic_load_n((const circuit__int128 *)(const void *)p,
-                                        __ATOMIC_ACQUIRE);
-    v.lo = (uint64_t)x;
-    v.hi = (uint64_t)(x >> 64);
+__extension__ typedef unsigned __int128 circuit__int128;
+static inline circuit__int128 circuit__join128(circuit__u128 v)
+{
+    return ((circuit__int128)v.hi << 64) | v.lo;
+}
+static inline circuit__u128 circuit__split128(circuit__int128 x)
+{
+    return (circuit__u128){(uint64_t)x, (uint64_t)(x >> 64)};
+}
+#endif
+
+/* Reads a 16-byte word as a value it really held (see the top comment),
+ * with acquire order. */
+static inline circuit__u128 circuit__ld128_acq(const circuit__u128 *p)
+{
+#ifdef CIRCUIT__TSAN
+    return circuit__split128(
+        __atomic_load_n((const circuit__int128 *)(const void *)p, __ATOMIC_ACQUIRE));
 #else
-    v.lo = ck_pr_load_64(&p->lo);
+    circuit__u128 v;
+    v.lo = __atomic_load_n(&p->lo, __ATOMIC_ACQUIRE);
     for (;;) {
-        v.hi = ck_pr_load_64(&p->hi);
-        uint64_t again = ck_pr_load_64(&p->lo);
+        v.hi = __atomic_load_n(&p->hi, __ATOMIC_ACQUIRE);
+        uint64_t again = __atomic_load_n(&p->lo, __ATOMIC_ACQUIRE);
         if (again == v.lo)
-            break;
+            return v;
         v.lo = again;
     }
 #endif
-    return v;
 }
 
-/* Low half alone (a single atomic 8-byte load). */
-static inline uint64_t circuit__load128_lo(const circuit__u128 *p)
+/* The low half alone (one 8-byte load), with acquire order. */
+static inline uint64_t circuit__ld128_lo_acq(const circuit__u128 *p)
 {
 #ifdef CIRCUIT__TSAN
-    circuit__int128 x = __atomic_load_n((const circuit__int128 *)(const void *)p,
-                                          __ATOMIC_ACQUIRE);
-    return (uint64_t)x;
+    return (uint64_t)__atomic_load_n((const circuit__int128 *)(const void *)p,
+                                     __ATOMIC_ACQUIRE);
 #else
-    return ck_pr_load_64(&p->lo);
+    return __atomic_load_n(&p->lo, __ATOMIC_ACQUIRE);
 #endif
 }
 
-/* 16-byte compare-and-swap (cmpxchg16b), sequentially consistent. On failure
- * *expected receives the current value (an atomic snapshot). */
-static inline bool circuit__cas128(circuit__u128 *p, circuit__u128 *expected,
-                                   circuit__u128 desired)
+/* 16-byte compare-and-swap. On success it is a full barrier on x86-64 and
+ * acquire + release on aarch64 (the stlxp is a store-release, so with an
+ * ldar after it the pair is ordered: ARMv8 acquire/release are RCsc, which
+ * is what "sc" promises the call sites that rely on it together with
+ * circuit__fence_sc). On failure *expected receives a value the word really
+ * held (re-read with circuit__ld128_acq on aarch64). */
+static inline bool circuit__cas128_sc(circuit__u128 *p, circuit__u128 *expected,
+                                      circuit__u128 desired)
 {
-#ifdef CIRCUIT__TSAN
-    circuit__int128 e = ((circuit__int128)expected->hi << 64) | expected->lo;
-    circuit__int128 d = ((circuit__int128)desired.hi << 64) | desired.lo;
-    bool ok = __atomic_compare_exchange_n((circuit__int128 *)(void *)p, &e, d, false,
-                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    expected->lo = (uint64_t)e;
-    expected->hi = (uint64_t)(e >> 64);
+#if defined(CIRCUIT__TSAN)
+    circuit__int128 e = circuit__join128(*expected);
+    bool ok = __atomic_compare_exchange_n((circuit__int128 *)(void *)p, &e,
+                                          circuit__join128(desired), false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST);
+    *expected = circuit__split128(e);
     return ok;
-#else
-    uint64_t cmp[2] = {expected->lo, expected->hi};
-    uint64_t set[2] = {desired.lo, desired.hi};
-    uint64_t cur[2];
-    bool ok = ck_pr_cas_64_2_value((uint64_t *)(void *)p, cmp, set, cur);
-    expected->lo = cur[0];
-    expected->hi = cur[1];
+#elif defined(__x86_64__)
+    bool ok;
+    __asm__ __volatile__("lock cmpxchg16b %[mem]"
+                         : [mem] "+m"(*p), "=@ccz"(ok), "+a"(expected->lo), "+d"(expected->hi)
+                         : "b"(desired.lo), "c"(desired.hi)
+                         : "memory");
     return ok;
+#else /* aarch64 */
+    uint64_t lo, hi;
+    uint32_t fail;
+    __asm__ __volatile__("1: ldaxp  %[lo], %[hi], %[mem]\n"
+                         "   cmp    %[lo], %[elo]\n"
+                         "   ccmp   %[hi], %[ehi], #0, eq\n"
+                         "   b.ne   2f\n"
+                         "   stlxp  %w[fail], %[dlo], %[dhi], %[mem]\n"
+                         "   cbnz   %w[fail], 1b\n"
+                         "2:\n"
+                         : [lo] "=&r"(lo), [hi] "=&r"(hi), [fail] "=&r"(fail), [mem] "+Q"(*p)
+                         : [elo] "r"(expected->lo), [ehi] "r"(expected->hi),
+                           [dlo] "r"(desired.lo), [dhi] "r"(desired.hi)
+                         : "cc", "memory");
+    if (lo == expected->lo && hi == expected->hi)
+        return true;
+    *expected = circuit__ld128_acq(p); /* the ldaxp pair was no snapshot */
+    return false;
 #endif
 }
 
-static inline void circuit__store128_init(circuit__u128 *p, circuit__u128 v)
+/* Only before the object is shared (circuit_new). */
+static inline void circuit__st128_init(circuit__u128 *p, circuit__u128 v)
 {
-    /* Only before the object is shared (circuit_new). */
     p->lo = v.lo;
     p->hi = v.hi;
 }

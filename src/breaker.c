@@ -1,17 +1,21 @@
 /*
- * The breaker: construction, admission (circuit_allow), counting
- * (circuit_done), settling without a result (circuit_release) and the pure
- * read (circuit_get_state). The state word's layout is in internal.h.
+ * The breaker: construction, the life of a ticket (admission by
+ * circuit_allow, settling by circuit_done / circuit_release, the checks of
+ * SPEC CFG4 and T4), counting a result, the one function that makes a
+ * transition, the operator calls (isolate, reset) and the pure read
+ * (circuit_get_state). The state word's layout is in internal.h.
  *
- * Fast paths, closed: allow is one 8-byte load of the state word plus
- * filling the ticket; done is classify, a 16-byte load, the window update
- * (one CAS of the state word) and one 8-byte CAS writing the window record.
- * Neither reads the clock. Open: allow is one load of the state word, a
- * check of it, and one clock read.
+ * Fast paths. Closed: allow is one 8-byte acquire load of the state word,
+ * filling the ticket and one per-CPU total; a success in the fast mode
+ * (no failure in the window, SPEC L6) is classify, one 8-byte load of the
+ * state word and one CAS of this CPU's own record (percpu.c): no line
+ * another CPU writes. Neither reads the clock. Open: allow is one load of
+ * the state word, one clock read and one per-CPU total.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -55,6 +59,16 @@ __attribute__((noreturn)) static void done_refused(uint64_t st)
 
 /* ---- construction ---------------------------------------------------------- */
 
+_Static_assert(sizeof(struct circuit_breaker) <= CIRCUIT_FOOTPRINT_FIXED,
+               "the fixed part documented at CIRCUIT_FOOTPRINT_MAX");
+_Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "one line per CPU");
+
+static uint32_t cpus_configured(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n < 1 ? 1u : n > 4096 ? 4096u : (uint32_t)n;
+}
+
 int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
                 size_t errbuf_len)
 {
@@ -78,6 +92,7 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     uint32_t window = (uint32_t)spec->config.window;
     uint32_t probes = (uint32_t)spec->config.probes;
     uint32_t words = (probes + 31u) / 32u;
+    uint32_t ncpu = cpus_configured();
 
     circuit_breaker *b = NULL;
     if (posix_memalign((void **)&b, 64, sizeof *b) != 0)
@@ -86,15 +101,21 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
     size_t bm_bytes = (size_t)words * sizeof(uint64_t);
+    size_t pcpu_bytes = (size_t)ncpu * sizeof(circuit__pcpu);
     if (ring_bytes && !(b->ring = calloc(window, sizeof(uint64_t))))
         goto nomem;
-    if (posix_memalign((void **)&b->slots, 64, slot_bytes) != 0) {
+    if (posix_memalign((void **)&b->slots, 16, slot_bytes) != 0) {
         b->slots = NULL;
         goto nomem;
     }
     memset(b->slots, 0, slot_bytes);
     if (!(b->bitmap = calloc(words, sizeof(uint64_t))))
         goto nomem;
+    if (posix_memalign((void **)&b->pcpu, 64, pcpu_bytes) != 0) {
+        b->pcpu = NULL;
+        goto nomem;
+    }
+    memset(b->pcpu, 0, pcpu_bytes);
 
     b->cfg = spec->config;
     b->policy = spec->policy;
@@ -102,20 +123,27 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->classify_arg = spec->classify_arg;
     b->observe = spec->observe;
     b->observe_arg = spec->observe_arg;
+    b->open_for = spec->open_for;
+    b->open_for_arg = spec->open_for_arg;
     b->window = window;
     b->probes = probes;
-    b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 32) / window);
+    b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
     b->bitmap_words = words;
-    b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes;
-    circuit__store128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT_CLOSED, 0, 0), 0});
-    circuit__store128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
+    b->ncpu = ncpu;
+    b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes + pcpu_bytes;
+    circuit__pcpu_init(b); /* the first fast interval: id 1 */
+    circuit__st128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, 0, 1) |
+                                                      CIRCUIT__LO_FAST,
+                                                  circuit__mkfhi(0, false, 0)});
+    circuit__st128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
     *out = b;
     return 0;
 
 nomem:
+    free(b->pcpu);
     free(b->bitmap);
     free(b->slots);
     free(b->ring);
@@ -130,35 +158,154 @@ void circuit_free(circuit_breaker *b)
     check_breaker(b, "circuit_free");
     circuit__delivery_destroy(b);
     b->magic = 0;
+    free(b->pcpu);
     free(b->bitmap);
     free(b->slots);
     free(b->ring);
     free(b);
 }
 
+/* ---- the state word -------------------------------------------------------- */
+
+bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired)
+{
+#ifdef CIRCUIT_TESTING
+    circuit__test_count_core_cas();
+#endif
+    /* sc: a release for what was prepared before (per-CPU records, slot 0,
+     * the reopen count), an acquire for what the winner reads next */
+    return circuit__cas128_sc(&b->core, expected, desired);
+}
+
+uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
+{
+    /* relaxed: gen64 is a lower bound of the generations made, within 2^30
+     * of any tag still in use */
+    uint64_t base = circuit__ld_rlx((uint64_t *)(uintptr_t)&b->gen64);
+    return base + ((tag - (base & CIRCUIT__GEN_MASK)) & CIRCUIT__GEN_MASK);
+}
+
+static void gen64_raise(circuit_breaker *b, uint64_t g)
+{
+    uint64_t cur = circuit__ld_rlx(&b->gen64);
+    /* relaxed: a monotonic maximum, read only to widen tags */
+    while (cur < g && !circuit__cas_rlx(&b->gen64, &cur, g))
+        ;
+}
+
+/* Reopens of the half-open state of generation `gen` (B2), kept beside the
+ * word because the half-open word has no room for it. */
+static int64_t half_reopens(const circuit_breaker *b, uint32_t gen)
+{
+    /* acquire: pairs with the write made before the CAS that entered gen */
+    uint64_t v = circuit__ld_acq((uint64_t *)(uintptr_t)&b->half_reopens);
+    return (uint32_t)(v >> 32) == gen ? (int64_t)(uint32_t)v : 0;
+}
+
+/* Before the CAS that makes open -> half-open (gen), record the reopen count
+ * the half-open state inherits. Written only while the word still holds the
+ * open state it was computed from (checked after reading the value, and the
+ * CAS from that value fails if it moved since), so a stale caller cannot
+ * overwrite a later state's count. Returns false when the word moved. */
+static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen, uint32_t k)
+{
+    uint64_t want = ((uint64_t)gen << 32) | k;
+    uint64_t v = circuit__ld_acq(&b->half_reopens); /* acquire: before the check */
+    while (v != want) {
+        if (circuit__ld128_lo_acq(&b->core) != open_lo)
+            return false;
+        /* acquire on failure: the value returned is checked again */
+        if (circuit__cas_acq(&b->half_reopens, &v, want))
+            break;
+    }
+    return true;
+}
+
+bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
+                         circuit_cause cause, const circuit_counts *counts, int64_t at,
+                         void *call_ctx)
+{
+    unsigned st = circuit__st(c->lo);
+    uint32_t g1 = circuit__gen_next(circuit__gen(c->lo));
+    uint64_t g64 = circuit__gen_widen(b, g1);
+    circuit_transition tr = {circuit__pub_state(st), to, g64, *counts, cause, 0};
+    circuit__u128 nw;
+    switch (to) {
+    case CIRCUIT_OPEN: {
+        int64_t reopens = st == CIRCUIT__ST_HALF_OPEN ? half_reopens(b, circuit__gen(c->lo)) + 1 : 0;
+        int64_t period = b->cfg.open_for_ns;
+        if (b->open_for) {
+            circuit_open_info info = {*counts, g64, reopens};
+            period = b->open_for(b->open_for_arg, &info);
+            if (period <= 0)
+                circuit__abort("open_for returned %lld ns for generation %llu; it must return "
+                               "a period > 0",
+                               (long long)period, (unsigned long long)g64);
+        }
+        tr.open_for_ns = period;
+        if (reopens > (int64_t)CIRCUIT__F31_MASK)
+            reopens = (int64_t)CIRCUIT__F31_MASK;
+        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
+                             (uint64_t)circuit__sat_add(at, period)};
+        break;
+    }
+    case CIRCUIT_HALF_OPEN:
+        if (!half_reopens_set(b, c->lo, g1, circuit__lo31(c->lo))) {
+            *c = circuit__ld128_acq(&b->core);
+            return false;
+        }
+        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0), 0};
+        break;
+    case CIRCUIT_ISOLATED:
+        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
+        break;
+    default: /* CLOSED: a new closed state starts in the fast mode */
+        if (!circuit__enter_fast(b, c, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, g1, 0), 0}))
+            return false;
+        goto made;
+    }
+    if (!circuit__core_cas(b, c, nw))
+        return false;
+    *c = nw;
+made:
+    gen64_raise(b, g64);
+    circuit__faa_rlx(&b->transitions, 1); /* relaxed: a total */
+    circuit__publish(b, &tr, call_ctx);
+    return true;
+}
+
 /* ---- admission ------------------------------------------------------------- */
 
 static inline void fill(circuit__ticket *tk, circuit_breaker *b, void *call_ctx, uint32_t gen,
-                        unsigned state, uint32_t slot, uint32_t reuse)
+                        uint32_t slot, uint32_t reuse)
 {
     tk->b = b;
     tk->call_ctx = call_ctx;
     tk->gen = gen;
     tk->slot = slot;
     tk->reuse = reuse;
-    tk->state = state;
-    /* Relaxed is enough: handing the ticket to another thread is the
-     * caller's own synchronisation. */
+    tk->unused = 0;
+    /* relaxed: handing the ticket to another thread is the caller's own
+     * synchronisation */
     __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_LIVE), __ATOMIC_RELAXED);
+}
+
+static inline void reject(circuit_breaker *b, circuit__ticket *tk, circuit_rejection *rej,
+                          circuit_state st, int64_t left)
+{
+    if (rej)
+        *rej = (circuit_rejection){st, left};
+    __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_REJECTED), __ATOMIC_RELAXED);
+    circuit__total_add(b, CIRCUIT__T_REJECTED);
 }
 
 static inline void finish_call(circuit_breaker *b)
 {
     /* O3: what this call published (or found pending) is delivered before it
-     * returns, unless another thread is delivering. For circuit_done this is
-     * also where transitions left by an observe that unwound are delivered
-     * (O5): one look at `pending` per call, at its end. */
-    if (circuit__load_rlx(&b->pending))
+     * returns, unless another thread is delivering. Also where transitions
+     * left by an observe that unwound are delivered (O5). relaxed: a hint;
+     * a publisher delivers its own records (delivery.c). */
+    if (circuit__ld_rlx(&b->pending))
         circuit__deliver(b);
 }
 
@@ -171,49 +318,59 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
     circuit__ticket *tk = tk_of(t, "circuit_allow");
 
     /* O4: deliver what is pending before admitting. */
-    if (circuit__load_rlx(&b->pending))
+    if (circuit__ld_rlx(&b->pending))
         circuit__deliver(b);
 
-    uint64_t lo = circuit__load128_lo(&b->core);
-    if (circuit__st(lo) == CIRCUIT_CLOSED) {
+    /* acquire: a ticket of this generation must see what the CAS that made
+     * it published (per-CPU records of a fast interval included) */
+    uint64_t seen = circuit__ld128_lo_acq(&b->core);
+    if (circuit__st(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
-        fill(tk, b, call_ctx, circuit__gen(lo), CIRCUIT_CLOSED, CIRCUIT__NO_SLOT, 0);
+        fill(tk, b, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
+        circuit__total_add(b, CIRCUIT__T_ADMITTED);
         return true;
     }
+    if (circuit__st(seen) == CIRCUIT__ST_ISOLATED) {
+        reject(b, tk, rej, CIRCUIT_ISOLATED, 0);
+        finish_call(b);
+        return false;
+    }
 
+    /* The clock is read AFTER the word: an open state seen now was made
+     * from a clock read before ours, so retry_after never exceeds the
+     * period. */
     int64_t now = circuit__now();
     circuit__slot0 slot0 = {false, 0, 0};
-    bool reread = false;
-    for (bool again = false;; again = true) {
-        if (again)
-            now = circuit__now(); /* the state moved on meanwhile: decide as of now */
+    for (;;) {
         circuit__u128 c = circuit__advance(b, now, call_ctx, &slot0);
         unsigned st = circuit__st(c.lo);
         uint32_t gen = circuit__gen(c.lo);
-        if (slot0.held && (st != CIRCUIT_HALF_OPEN || gen != slot0.gen)) {
+        if (slot0.held && (st != CIRCUIT__ST_HALF_OPEN || gen != slot0.gen)) {
             /* The state moved on past the half-open state we opened. */
-            circuit__slot_free(b, 0, slot0.gen, slot0.reuse, false, 0);
+            circuit__slot_release(b, 0, slot0.gen, slot0.reuse);
             slot0.held = false;
         }
-        if (st == CIRCUIT_CLOSED) {
+        if (st == CIRCUIT__ST_CLOSED) {
             CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
-            fill(tk, b, call_ctx, gen, CIRCUIT_CLOSED, CIRCUIT__NO_SLOT, 0);
+            fill(tk, b, call_ctx, gen, CIRCUIT__NO_SLOT, 0);
+            circuit__total_add(b, CIRCUIT__T_ADMITTED);
             finish_call(b);
             return true;
         }
-        if (st == CIRCUIT_OPEN) {
-            int64_t opened = (int64_t)c.hi;
-            if (now < opened && !reread) {
-                /* Another thread opened the breaker after we read the clock:
-                 * read it again rather than report more than open_for. */
-                reread = true;
+        if (st == CIRCUIT__ST_ISOLATED) {
+            reject(b, tk, rej, CIRCUIT_ISOLATED, 0);
+            finish_call(b);
+            return false;
+        }
+        if (st == CIRCUIT__ST_OPEN) {
+            if (c.lo != seen) {
+                /* This open state was made after our clock read: read the
+                 * clock again, so retry_after is measured from after it. */
+                seen = c.lo;
+                now = circuit__now();
                 continue;
             }
-            int64_t left = (now < opened) ? b->cfg.open_for_ns
-                                          : b->cfg.open_for_ns - (now - opened);
-            if (rej)
-                *rej = (circuit_rejection){CIRCUIT_OPEN, left};
-            __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_REJECTED), __ATOMIC_RELAXED);
+            reject(b, tk, rej, CIRCUIT_OPEN, (int64_t)c.hi - now);
             finish_call(b);
             return false;
         }
@@ -226,32 +383,21 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
             reuse = slot0.reuse;
             slot0.held = false;
         } else {
-            bool stale;
-            if (!circuit__slot_acquire(b, gen, &slot, &stale)) {
-                if (stale)
-                    continue;
-                if (rej)
-                    *rej = (circuit_rejection){CIRCUIT_HALF_OPEN, 0};
-                __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_REJECTED), __ATOMIC_RELAXED);
+            circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
+            if (a == CIRCUIT__STALE) {
+                seen = circuit__ld128_lo_acq(&b->core);
+                now = circuit__now(); /* the state moved on: decide as of now */
+                continue;
+            }
+            if (a == CIRCUIT__FULL) {
+                reject(b, tk, rej, CIRCUIT_HALF_OPEN, 0);
                 finish_call(b);
                 return false;
             }
-            int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
-            if (!circuit__slot_occupy(b, slot, gen, due, &reuse)) {
-                /* The state moved on before the slot was ours. */
-                circuit__bit_clear(b, slot, gen);
-                continue;
-            }
-            circuit__hint_note(b, due);
-        }
-        if (circuit__gen(circuit__load128_lo(&b->core)) != gen) {
-            /* The state moved on while we took the slot: give it back and
-             * decide again in the new state. */
-            circuit__slot_free(b, slot, gen, reuse, false, 0);
-            continue;
         }
         CIRCUIT__HOOK(CIRCUIT_TP_SLOT_HELD);
-        fill(tk, b, call_ctx, gen, CIRCUIT_HALF_OPEN, slot, reuse);
+        fill(tk, b, call_ctx, gen, slot, reuse);
+        circuit__total_add(b, CIRCUIT__T_ADMITTED);
         finish_call(b);
         return true;
     }
@@ -259,71 +405,88 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 
 /* ---- counting ----------------------------------------------------------------- */
 
-/* Counts one success or failure for ticket tk. Returns false when late. */
+/* Counts one success or failure of ticket tk (slow path: through the state
+ * word). Returns false when late. */
 static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now,
                          bool have_now)
 {
-    circuit__u128 c = circuit__load128(&b->core);
-    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    circuit__u128 c = circuit__ld128_acq(&b->core);
+    unsigned spins = 0;
     for (;;) {
         if (circuit__gen(c.lo) != tk->gen)
             return false; /* late: never touches a later generation (T2, T6) */
         unsigned st = circuit__st(c.lo);
-        if (st == CIRCUIT_OPEN)
-            return false; /* unreachable: no ticket is admitted into an open generation */
+        if (st != CIRCUIT__ST_CLOSED && st != CIRCUIT__ST_HALF_OPEN)
+            return false; /* unreachable: no ticket is admitted into open/isolated */
+        if (circuit__fast(c.lo)) {
+            circuit__fold(b, &c); /* exact counts first (L6) */
+            continue;
+        }
         circuit__ring_help(b, c);
         circuit__u128 n;
         bool evicted_failure = circuit__append(b, c, failure, &n);
-        uint64_t lo_now = circuit__load128_lo(&b->core);
-        if (lo_now != c.lo) {
+        /* acquire: after the ring read inside append */
+        if (circuit__ld128_lo_acq(&b->core) != c.lo) {
             /* c went stale while we read its evicted record: the counts would
              * mix two states, and no policy may see that. */
-            c = circuit__load128(&b->core);
+            c = circuit__ld128_acq(&b->core);
             continue;
         }
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
-        uint32_t g1 = (tk->gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
-        circuit_state to = (circuit_state)st;
-        circuit__u128 nw = n;
-        if (st == CIRCUIT_CLOSED) {
-            if (b->policy.trip(b->policy.arg, &cnt)) {
+        circuit__u128 before = c;
+        if (st == CIRCUIT__ST_CLOSED) {
+            /* S2 (0.2): trip is asked after a failure, and after a success
+             * only when the window held a failure before it */
+            if ((failure || circuit__hi_fail(c.hi) > 0) && b->policy.trip(b->policy.arg, &cnt)) {
                 if (!have_now) {
                     now = circuit__now();
                     have_now = true;
                 }
-                to = CIRCUIT_OPEN;
-                nw = (circuit__u128){circuit__mklo(CIRCUIT_OPEN, g1, 0), (uint64_t)now};
+                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+                if (circuit__transition(b, &c, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, &cnt, now,
+                                        tk->call_ctx))
+                    return true;
+            } else if (circuit__hi_fail(n.hi) == 0) {
+                /* no failure left in the window: back to the fast mode */
+                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+                if (circuit__enter_fast(b, &c, n)) {
+                    circuit__ring_after_count(b, before, failure, evicted_failure);
+                    return true;
+                }
+            } else {
+                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+                if (circuit__core_cas(b, &c, n)) {
+                    circuit__ring_after_count(b, before, failure, evicted_failure);
+                    return true;
+                }
             }
         } else {
-            to = circuit__ask_probe(b, &cnt);
-            if (to == CIRCUIT_CLOSED)
-                nw = (circuit__u128){circuit__mklo(CIRCUIT_CLOSED, g1, 0), 0};
-            else if (to == CIRCUIT_OPEN)
-                nw = (circuit__u128){circuit__mklo(CIRCUIT_OPEN, g1, 0), (uint64_t)now};
-        }
-        CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
-        if (circuit__cas128(&b->core, &c, nw)) {
-            if (to != (circuit_state)st) {
-                circuit__publish(b, (circuit_state)st, to, g1, &cnt, tk->call_ctx);
-            } else if (b->window > 1 && (failure || evicted_failure)) {
-                CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-                if (failure) /* replaces the evicted record, same slot */
-                    circuit__ring_write(b, tk->gen, circuit__seq(c.lo));
-                else
-                    circuit__ring_clear(b, tk->gen,
-                                        (uint32_t)circuit__seq_sub(b, circuit__seq(c.lo), b->window));
+            circuit_state to = circuit__ask_probe(b, &cnt);
+            CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+            if (to != CIRCUIT_HALF_OPEN) {
+                if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_POLICY, &cnt, now,
+                                        tk->call_ctx))
+                    return true;
+            } else if (circuit__core_cas(b, &c, n)) {
+                circuit__ring_after_count(b, before, failure, evicted_failure);
+                return true;
             }
-            return true;
         }
-        ck_backoff_eb(&backoff);
+        /* Lost a CAS to another result: back off a little before the next
+         * try, so two CPUs do not keep stealing the line from each other.
+         * (Exponential, capped; not a lock: no one waits for anyone.) */
+        for (unsigned i = 0, n_spin = 1u << (spins < 6 ? spins : 6); i < n_spin; i++)
+            __asm__ __volatile__("" ::: "memory");
+        spins++;
     }
 }
 
 bool circuit_done(circuit_ticket *t, int result)
 {
     circuit__ticket *tk = tk_of(t, "circuit_done");
-    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_ACQUIRE);
+    /* relaxed: the ticket's hand-off between threads is the caller's */
+    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
     if (st != tk_word(CIRCUIT__TK_LIVE))
         done_refused(st);
     circuit_breaker *b = tk->b;
@@ -337,14 +500,36 @@ bool circuit_done(circuit_ticket *t, int result)
         circuit__abort("classify returned an invalid outcome (%d) for result %d; it must "
                        "return CIRCUIT_SUCCESS, CIRCUIT_FAILURE or CIRCUIT_IGNORED",
                        (int)o, result);
-    if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        done_refused(st); /* circuit_release won the race (T5) */
+    bool probe = tk->slot != CIRCUIT__NO_SLOT;
+    if (probe) {
+        /* T5: done racing release on a probe ticket: exactly one settles and
+         * frees the slot. acq_rel: the winner's slot work follows it. */
+        if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            done_refused(st);
+    } else {
+        /* T5 (0.2): a closed ticket is settled by one thread; no locked
+         * instruction. Re-read: classify may have settled it (a caller bug
+         * T4 still reports). */
+        st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
+        if (st != tk_word(CIRCUIT__TK_LIVE))
+            done_refused(st);
+        __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_DONE), __ATOMIC_RELAXED);
+        if (o == CIRCUIT_SUCCESS) {
+            /* acquire: pairs with the CAS that entered the fast interval */
+            uint64_t lo = circuit__ld128_lo_acq(&b->core);
+            if (circuit__fast(lo) && circuit__gen(lo) == tk->gen &&
+                circuit__fast_success(b, lo) == CIRCUIT__FAST_COUNTED) {
+                finish_call(b);
+                return true; /* L6: counted on this CPU's line */
+            }
+        }
+    }
 
     int64_t now = 0;
     bool have_now = false;
-    uint64_t lo = circuit__load128_lo(&b->core);
-    if (circuit__st(lo) != CIRCUIT_CLOSED || tk->slot != CIRCUIT__NO_SLOT) {
+    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: decisions follow */
+    if (circuit__st(lo) != CIRCUIT__ST_CLOSED || probe) {
         /* Time-driven changes due by now, this probe's own timeout included. */
         now = circuit__now();
         have_now = true;
@@ -352,13 +537,18 @@ bool circuit_done(circuit_ticket *t, int result)
     }
 
     bool counted;
-    if (o == CIRCUIT_IGNORED)
-        counted = circuit__gen(circuit__load128_lo(&b->core)) == tk->gen;
-    else
+    if (o == CIRCUIT_IGNORED) {
+        counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == tk->gen;
+        circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
+    } else {
         counted = count_result(b, tk, o == CIRCUIT_FAILURE, now, have_now);
+        circuit__total_add(b, !counted ? CIRCUIT__T_LATE
+                              : o == CIRCUIT_FAILURE ? CIRCUIT__T_FAILURES
+                                                     : CIRCUIT__T_SUCCESSES);
+    }
 
-    if (tk->slot != CIRCUIT__NO_SLOT)
-        circuit__slot_free(b, tk->slot, tk->gen, tk->reuse, false, 0);
+    if (probe)
+        circuit__slot_release(b, tk->slot, tk->gen, tk->reuse);
     finish_call(b);
     return counted;
 }
@@ -366,7 +556,7 @@ bool circuit_done(circuit_ticket *t, int result)
 void circuit_release(circuit_ticket *t)
 {
     circuit__ticket *tk = tk_of(t, "circuit_release");
-    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_ACQUIRE);
+    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
     if (st == 0)
         return; /* blank (CIRCUIT_TICKET_INIT) */
     if ((st & ~UINT64_C(0xff)) != CIRCUIT__TICKET_MAGIC ||
@@ -374,17 +564,22 @@ void circuit_release(circuit_ticket *t)
         circuit__abort("circuit_release: ticket not filled by circuit_allow");
     if (st != tk_word(CIRCUIT__TK_LIVE))
         return; /* settled or rejected: nothing to do (T3) */
+    circuit_breaker *b = tk->b;
+    check_breaker(b, "circuit_release");
     CIRCUIT__HOOK(CIRCUIT_TP_RELEASE_BEFORE_CAS);
+    if (tk->slot == CIRCUIT__NO_SLOT) {
+        /* T5 (0.2): no arbitration for a closed ticket */
+        __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_RELEASED), __ATOMIC_RELAXED);
+        circuit__total_add(b, CIRCUIT__T_RELEASED);
+        return;
+    }
     if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_RELEASED), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return; /* circuit_done won the race (T5) */
-    if (tk->slot == CIRCUIT__NO_SLOT)
-        return;
-    circuit_breaker *b = tk->b;
-    check_breaker(b, "circuit_release");
+    circuit__total_add(b, CIRCUIT__T_RELEASED);
     /* Free the slot now (P3), unless its timeout already fell due: then the
      * next allow or done times it out as of that moment (P1). */
-    circuit__slot_free(b, tk->slot, tk->gen, tk->reuse, true, circuit__now());
+    circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
 }
 
 void circuit_ticket_guard_release(circuit_ticket *t)
@@ -392,21 +587,62 @@ void circuit_ticket_guard_release(circuit_ticket *t)
     circuit_release(t);
 }
 
+/* ---- operator control (SPEC OP1-OP3) ------------------------------------------ */
+
+/* Makes the operator's transition to `to` unless the breaker is already in
+ * `already`; first the time-driven changes that fell due, as allow would. */
+static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigned already)
+{
+    int64_t now = circuit__now();
+    circuit__u128 c = circuit__advance(b, now, call_ctx, NULL);
+    int rc = 0;
+    for (;;) {
+        unsigned st = circuit__st(c.lo);
+        if (st == already) {
+            rc = EALREADY;
+            break;
+        }
+        if (circuit__fast(c.lo)) {
+            circuit__fold(b, &c); /* exact final counts (L6) */
+            continue;
+        }
+        if (st == CIRCUIT__ST_OPEN && (int64_t)c.hi <= now) {
+            c = circuit__advance(b, now, call_ctx, NULL); /* made open in the past */
+            continue;
+        }
+        circuit_counts cnt;
+        circuit__counts(b, c, &cnt);
+        CIRCUIT__HOOK(CIRCUIT_TP_OPERATOR_BEFORE_CAS);
+        if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_OPERATOR, &cnt, now, call_ctx))
+            break;
+    }
+    finish_call(b);
+    return rc;
+}
+
+int circuit_isolate(circuit_breaker *b, void *call_ctx)
+{
+    check_breaker(b, "circuit_isolate");
+    return operate(b, call_ctx, CIRCUIT_ISOLATED, CIRCUIT__ST_ISOLATED);
+}
+
+int circuit_reset(circuit_breaker *b, void *call_ctx)
+{
+    check_breaker(b, "circuit_reset");
+    return operate(b, call_ctx, CIRCUIT_CLOSED, CIRCUIT__ST_CLOSED);
+}
+
 /* ---- the pure read ------------------------------------------------------------ */
 
 circuit_state circuit_get_state(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_get_state");
-    /* circuit__load128 returns a pair the word really held, so hi is this
-     * open generation's opened_at. */
-    circuit__u128 c = circuit__load128(&b->core);
+    /* acquire, and a pair the word really held: hi is this open state's end */
+    circuit__u128 c = circuit__ld128_acq(&b->core);
     unsigned st = circuit__st(c.lo);
-    if (st != CIRCUIT_OPEN)
-        return (circuit_state)st;
-    int64_t opened = (int64_t)c.hi;
-    int64_t now = circuit__now();
-    return (now >= opened && now - opened >= b->cfg.open_for_ns) ? CIRCUIT_HALF_OPEN
-                                                                   : CIRCUIT_OPEN;
+    if (st != CIRCUIT__ST_OPEN)
+        return circuit__pub_state(st);
+    return circuit__now() >= (int64_t)c.hi ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
 }
 
 /* ---- test-only seam ------------------------------------------------------------ */
@@ -416,10 +652,13 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
                               int64_t timed_out)
 {
     check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__load128(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core);
+    if (circuit__fast(c.lo))
+        circuit__fold(b, &c);
     unsigned st = circuit__st(c.lo);
-    if (st == CIRCUIT_OPEN || run < 0 || run > CIRCUIT_RUN_MAX || timed_out < 0 ||
-        timed_out > CIRCUIT_TIMED_OUT_MAX || (st == CIRCUIT_CLOSED && timed_out != 0) ||
+    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED || run < 0 ||
+        run > CIRCUIT_RUN_MAX || timed_out < 0 || timed_out > CIRCUIT_TIMED_OUT_MAX ||
+        (st == CIRCUIT__ST_CLOSED && timed_out != 0) ||
         (kind != CIRCUIT_SUCCESS && kind != CIRCUIT_FAILURE))
         return EINVAL;
     uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
@@ -427,7 +666,7 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
     hi |= (uint64_t)run << CIRCUIT__HI_RUN_SHIFT;
     hi |= (uint64_t)timed_out << CIRCUIT__HI_TO_SHIFT;
     circuit__u128 nw = {c.lo, hi};
-    return circuit__cas128(&b->core, &c, nw) ? 0 : EAGAIN;
+    return circuit__core_cas(b, &c, nw) ? 0 : EAGAIN;
 }
 
 size_t circuit_test_footprint(const circuit_breaker *b)
@@ -439,7 +678,20 @@ size_t circuit_test_footprint(const circuit_breaker *b)
 int64_t circuit_test_pending(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_pending");
-    return (int64_t)circuit__load_rlx((uint64_t *)(uintptr_t)&b->pending);
+    return (int64_t)circuit__ld_rlx((uint64_t *)(uintptr_t)&b->pending);
+}
+
+bool circuit_test_fast_mode(const circuit_breaker *b)
+{
+    check_breaker(b, "circuit_test_fast_mode");
+    return circuit__fast(circuit__ld128_lo_acq(&b->core));
+}
+
+bool circuit_test_fold(circuit_breaker *b)
+{
+    check_breaker(b, "circuit_test_fold");
+    circuit__u128 c = circuit__ld128_acq(&b->core);
+    return circuit__fast(c.lo) && circuit__fold(b, &c);
 }
 
 #endif

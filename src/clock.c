@@ -64,6 +64,18 @@ void circuit_test_set_hook(circuit_test_hook_fn fn, void *arg)
     __atomic_store_n(&test_hook, fn, __ATOMIC_RELEASE);
 }
 
+static uint64_t test_core_cas;
+
+void circuit__test_count_core_cas(void)
+{
+    __atomic_fetch_add(&test_core_cas, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t circuit_test_core_cas_attempts(void)
+{
+    return __atomic_load_n(&test_core_cas, __ATOMIC_RELAXED);
+}
+
 void circuit__test_hook(circuit_test_point p)
 {
     circuit_test_hook_fn fn = __atomic_load_n(&test_hook, __ATOMIC_ACQUIRE);

@@ -2,7 +2,7 @@
  * Transition delivery (SPEC O1-O6, T7).
  *
  * PUBLISHING: the thread whose CAS made a transition takes a record from the
- * breaker's pool (a 64-bit free mask over CIRCUIT_TRANSITION_POOL records,
+ * breaker's pool (a free mask over CIRCUIT_TRANSITION_POOL records,
  * taken and returned by CAS: no lock, no ABA since bits are not pointers),
  * or mallocs one while the pool is exhausted, fills it, and pushes it on
  * liburcu's lock-free stack (cds_lfs_push).
@@ -23,13 +23,25 @@
  * detached node: no ABA, no grace period, and the caller's threads never have
  * to register with liburcu.
  *
- * NOTHING STRANDED (O3): a publisher pushes, then tries the flag (both full
- * barriers). A deliverer releases the flag with a full barrier, then looks at
- * the stack again and goes round if it is not empty. Either the deliverer's
- * second look sees the record, or the publisher's try comes after the
- * release and wins the flag. A record that must wait for an earlier
- * generation (its publisher is between its CAS and its push) is delivered
- * by that publisher's own attempt after its push.
+ * NOTHING STRANDED (O3): a publisher pushes, then (full fence) tries the
+ * flag. A deliverer clears the flag, then (full fence) looks at the stack
+ * again and goes round if it is not empty. This is a Dekker pair: with a
+ * store->load fence on each side, either the deliverer's second look sees
+ * the record, or the publisher's try comes after the clear and wins the
+ * flag. A record that must wait for an earlier generation (its publisher is
+ * between its CAS and its push) is delivered by that publisher's own
+ * attempt after its push. tests/model/spin/ checks this hand-off
+ * exhaustively for small bounds.
+ *
+ * THE FLAG IS A ROLE, NOT A LOCK: it guards `held` and `next_gen` like a
+ * lock (taken with an ACQUIRE CAS, given back with a RELEASE store, so the
+ * next deliverer sees the list and counter the previous one left), but no
+ * call ever waits for it: a caller that finds it taken leaves its records
+ * to the holder and returns.
+ *
+ * THE POOL: a record is taken with an ACQUIRE CAS of the free mask and
+ * given back with a RELEASE CAS, so the next publisher's writes into it
+ * come after the deliverer's last reads of it.
  *
  * UNWINDING (O5): a cleanup handler (compiled with -fexceptions) gives the
  * flag back if observe leaves by pthread_exit, cancellation or a C++
@@ -41,10 +53,12 @@
 
 #include "internal.h"
 
+#define POOL_ALL ((UINT64_C(1) << CIRCUIT_TRANSITION_POOL) - 1)
+
 void circuit__delivery_init(circuit_breaker *b)
 {
     __cds_lfs_init(&b->stack);
-    b->pool_free = UINT64_MAX; /* CIRCUIT_TRANSITION_POOL == 64 */
+    b->pool_free = POOL_ALL;
     b->pending = 0;
     b->delivering = 0;
     b->held = NULL;
@@ -54,14 +68,17 @@ void circuit__delivery_init(circuit_breaker *b)
         b->pool[i].pool_index = i;
     }
 }
-_Static_assert(CIRCUIT_TRANSITION_POOL == 64, "the pool's free mask is one 64-bit word");
+_Static_assert(CIRCUIT_TRANSITION_POOL >= 1 && CIRCUIT_TRANSITION_POOL < 64,
+               "the pool's free mask is one 64-bit word");
 
 static circuit__node *node_get(circuit_breaker *b)
 {
-    uint64_t w = circuit__load_acq(&b->pool_free);
+    uint64_t w = circuit__ld_rlx(&b->pool_free);
     while (w) {
         int i = __builtin_ctzll(w);
-        if (circuit__cas(&b->pool_free, &w, w & ~(UINT64_C(1) << i)))
+        /* acquire: our writes into the record follow the deliverer's last
+         * reads of it (its node_put is a release) */
+        if (circuit__cas_acq(&b->pool_free, &w, w & ~(UINT64_C(1) << i)))
             return &b->pool[i];
     }
     /* More transitions pending than the pool holds: the only allocation on
@@ -82,35 +99,33 @@ static void node_put(circuit_breaker *b, circuit__node *n)
         return;
     }
     uint64_t bit = UINT64_C(1) << n->pool_index;
-    uint64_t w = circuit__load_rlx(&b->pool_free);
-    while (!circuit__cas(&b->pool_free, &w, w | bit))
+    uint64_t w = circuit__ld_rlx(&b->pool_free);
+    /* release: our reads of the record come before its next owner's writes */
+    while (!circuit__cas_rel(&b->pool_free, &w, w | bit))
         ;
 }
 
-void circuit__publish(circuit_breaker *b, circuit_state from, circuit_state to, uint32_t gen,
-                      const circuit_counts *counts, void *call_ctx)
+void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *call_ctx)
 {
     circuit__node *n = node_get(b);
     n->next = NULL;
-    n->tr.from = from;
-    n->tr.to = to;
-    n->tr.generation = gen; /* the 30-bit tag; widened by the deliverer */
-    n->tr.counts = *counts;
+    n->tr = *tr;
     n->call_ctx = call_ctx;
-    circuit__faa(&b->pending, 1);
+    circuit__faa_rlx(&b->pending, 1); /* relaxed: a hint for finish_call */
     /* liburcu's push is inline assembly TSan cannot see: mark the edge from
-     * filling the record to the deliverer reading it. */
+     * filling the record to the deliverer reading it. (The push itself is a
+     * full-barrier CAS in liburcu: the record's contents are visible to
+     * whoever pops it.) */
     circuit__tsan_release(n);
     cds_lfs_push(&b->stack, &n->lfs);
     CIRCUIT__HOOK(CIRCUIT_TP_AFTER_PUBLISH);
+    /* The caller delivers (finish_call in breaker.c) before its call returns:
+     * it sees its own increment of `pending`, so it always tries the flag. */
 }
 
 /* Deliverer only: insert into the list ordered by 64-bit generation. */
 static void held_insert(circuit_breaker *b, circuit__node *n)
 {
-    uint64_t base = b->next_gen;
-    uint64_t tag = (uint64_t)n->tr.generation & CIRCUIT__GEN_MASK;
-    n->tr.generation = base + ((tag - (base & CIRCUIT__GEN_MASK)) & CIRCUIT__GEN_MASK);
     circuit__node **p = &b->held;
     while (*p && (*p)->tr.generation < n->tr.generation)
         p = &(*p)->next;
@@ -145,14 +160,20 @@ static void delivery_unwind(delivery_guard *g)
         return;
     if (g->current)
         node_put(g->b, g->current);
-    circuit__store_sc(&g->b->delivering, 0);
+    /* release: the next deliverer sees held/next_gen as we leave them */
+    circuit__st_rel(&g->b->delivering, 0);
 }
 
 void circuit__deliver(circuit_breaker *b)
 {
     for (;;) {
+        /* Dekker pair with the deliverer's clear: (our push, this try) vs
+         * (its clear of the flag, its look at the stack). A caller that only
+         * saw `pending` pushed nothing and needs no order here. */
+        circuit__fence_sc();
         uint64_t idle = 0;
-        if (!circuit__cas(&b->delivering, &idle, 1))
+        /* acquire: held/next_gen as the previous deliverer left them */
+        if (!circuit__cas_acq(&b->delivering, &idle, 1))
             return; /* someone is delivering: they will see our records */
         CIRCUIT__HOOK(CIRCUIT_TP_DELIVERY_WON);
         delivery_guard g __attribute__((cleanup(delivery_unwind))) = {b, NULL, 1};
@@ -162,7 +183,7 @@ void circuit__deliver(circuit_breaker *b)
                 circuit__node *n = b->held;
                 b->held = n->next;
                 b->next_gen++;
-                circuit__faa(&b->pending, (uint64_t)-1);
+                circuit__faa_rlx(&b->pending, (uint64_t)-1); /* relaxed: a hint */
                 g.current = n;
                 circuit_transition tr = n->tr;
                 b->observe(b->observe_arg, n->call_ctx, &tr);
@@ -173,7 +194,11 @@ void circuit__deliver(circuit_breaker *b)
                 break;
         }
         g.active = 0;
-        circuit__store_sc(&b->delivering, 0);
+        /* release: the next deliverer sees held/next_gen as we leave them */
+        circuit__st_rel(&b->delivering, 0);
+        /* Dekker pair with the publisher: (this clear, the look at the stack
+         * below) vs (its push, its try of the flag) */
+        circuit__fence_sc();
         if (cds_lfs_empty(&b->stack))
             return;
     }

@@ -1,32 +1,45 @@
 /*
  * What the core's files share (circuit__ prefix: internal, never exported).
  *
- * THE STATE WORD (b->core, 16 bytes, changed only by cmpxchg16b)
- *   lo  bits  0..1   state (1 closed, 2 open, 3 half-open)
+ * THE STATE WORD (b->core, 16 bytes, changed only by circuit__cas128_sc)
+ *   lo  bits  0..1   state code: 0 isolated, 1 closed, 2 open, 3 half-open
  *       bits  2..31  generation, low 30 bits ("gen tag")
- *       bits 32..63  seq: results appended to the window in this state,
- *                    counted modulo seq_mod (a multiple of window <= 2^32)
- *   hi  closed / half-open:
+ *       bit   63     FAST: closed with no failure in the window (SPEC L6)
+ *     slow closed / half-open:
+ *       bits 32..62  seq: results appended to the window in this state,
+ *                    counted modulo seq_mod (a multiple of window <= 2^31)
+ *     fast closed:
+ *       bits 32..62  id of this fast interval (the per-CPU records carry it)
+ *     open:
+ *       bits 32..62  reopens (B2) of this open period
+ *   hi  slow closed / half-open:
  *       bits  0..16  failures in the window
  *       bit   17     full: the window holds `window` results
  *       bit   18     last counted outcome (1 = failure): the kind of the run
  *       bits 19..49  run length (saturates at CIRCUIT_RUN_MAX)
  *       bits 50..63  timed_out (half-open; saturates at CIRCUIT_TIMED_OUT_MAX)
- *   hi  open: opened_at, ns.
+ *   hi  fast closed (the counts as of the interval's start; successes
+ *       counted since sit in the per-CPU records until a fold adds them):
+ *       bits  0..30  seq
+ *       bit   31     full
+ *       bits 32..62  run of successes
+ *   hi  open: the moment the open period ends (opened at + the period
+ *       chosen, B1), ns.   isolated: 0.
  * Successes are derived: (full ? window : seq) - failures.
  *
- * Every decision (count a result, trip, close, reopen, time a probe out)
- * is one CAS of this word from the value the decision was computed from, so
- * a result is counted only if its generation still holds, and the result
- * that trips or closes the breaker is part of the same update as the
- * transition (C4). Policies are asked before the CAS, which is why they may
- * be asked again when the CAS loses (SPEC L4).
+ * Every decision (count a result, trip, close, reopen, time a probe out,
+ * isolate, reset, fold) is one CAS of this word from the value it was
+ * computed from, so a result is counted only if its generation still
+ * holds, and the result that trips or closes the breaker is part of the
+ * same update as the transition (C4). Policies are asked before the CAS,
+ * which is why they may be asked again when the CAS loses (SPEC L4). Every
+ * transition is made by ONE function, circuit__transition (breaker.c).
  *
  * Generation tags are 30 bits: a ticket would be confused with a later
  * generation only after 2^30 transitions while it is outstanding (each open
- * period lasts open_for_ns, so at 1 ms per cycle that is over 12 days). The
- * 64-bit generation given to observe is rebuilt by the deliverer, which sees
- * every transition in order.
+ * period lasts at least open_for, so at 1 ms per cycle that is over 12
+ * days). The 64-bit generations given to observe and open_for are rebuilt
+ * from the tag and `gen64`, the latest 64-bit generation published.
  */
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H
@@ -42,19 +55,36 @@
 #include "testing.h"
 #endif
 
-#define CIRCUIT__MAGIC UINT64_C(0x63697263756974b1) /* "circuit" + tag */
+#define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
 
 #define CIRCUIT__GEN_BITS 30
 #define CIRCUIT__GEN_MASK ((UINT64_C(1) << CIRCUIT__GEN_BITS) - 1)
+#define CIRCUIT__F31_MASK UINT64_C(0x7fffffff)
+#define CIRCUIT__LO_FAST (UINT64_C(1) << 63)
+
+/* internal state codes (lo bits 0..1) */
+#define CIRCUIT__ST_ISOLATED 0u
+#define CIRCUIT__ST_CLOSED 1u
+#define CIRCUIT__ST_OPEN 2u
+#define CIRCUIT__ST_HALF_OPEN 3u
 
 /* ---- state word encoding ------------------------------------------------ */
 static inline unsigned circuit__st(uint64_t lo) { return (unsigned)(lo & 3u); }
-static inline uint32_t circuit__gen(uint64_t lo) { return (uint32_t)((lo >> 2) & CIRCUIT__GEN_MASK); }
-static inline uint32_t circuit__seq(uint64_t lo) { return (uint32_t)(lo >> 32); }
-static inline uint64_t circuit__mklo(unsigned st, uint32_t gen, uint32_t seq)
+static inline circuit_state circuit__pub_state(unsigned st)
 {
-    return (uint64_t)st | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) | ((uint64_t)seq << 32);
+    return st == CIRCUIT__ST_ISOLATED ? CIRCUIT_ISOLATED : (circuit_state)st;
 }
+static inline uint32_t circuit__gen(uint64_t lo) { return (uint32_t)((lo >> 2) & CIRCUIT__GEN_MASK); }
+static inline bool circuit__fast(uint64_t lo) { return (lo & CIRCUIT__LO_FAST) != 0; }
+/* seq (slow closed, half-open), interval id (fast) or reopens (open) */
+static inline uint32_t circuit__lo31(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__F31_MASK); }
+static inline uint32_t circuit__seq(uint64_t lo) { return circuit__lo31(lo); }
+static inline uint64_t circuit__mklo(unsigned st, uint32_t gen, uint32_t f31)
+{
+    return (uint64_t)st | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
+           ((uint64_t)(f31 & CIRCUIT__F31_MASK) << 32);
+}
+static inline uint32_t circuit__gen_next(uint32_t gen) { return (gen + 1) & (uint32_t)CIRCUIT__GEN_MASK; }
 
 #define CIRCUIT__HI_FAIL_MASK  UINT64_C(0x1ffff)
 #define CIRCUIT__HI_FULL       (UINT64_C(1) << 17)
@@ -68,14 +98,38 @@ static inline uint32_t circuit__hi_fail(uint64_t hi) { return (uint32_t)(hi & CI
 static inline uint32_t circuit__hi_run(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_RUN_SHIFT) & CIRCUIT__HI_RUN_MASK); }
 static inline uint32_t circuit__hi_to(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_TO_SHIFT) & CIRCUIT__HI_TO_MASK); }
 
+/* fast hi */
+#define CIRCUIT__FHI_FULL (UINT64_C(1) << 31)
+static inline uint32_t circuit__fhi_seq(uint64_t hi) { return (uint32_t)(hi & CIRCUIT__F31_MASK); }
+static inline uint32_t circuit__fhi_run(uint64_t hi) { return (uint32_t)((hi >> 32) & CIRCUIT__F31_MASK); }
+static inline uint64_t circuit__mkfhi(uint32_t seq, bool full, uint32_t run)
+{
+    return (uint64_t)(seq & CIRCUIT__F31_MASK) | (full ? CIRCUIT__FHI_FULL : 0) |
+           ((uint64_t)(run & CIRCUIT__F31_MASK) << 32);
+}
+
 /* ---- transition records ------------------------------------------------- */
 typedef struct circuit__node {
     struct cds_lfs_node lfs;       /* liburcu stack link */
     struct circuit__node *next;    /* deliverer's ordered list */
-    circuit_transition tr;         /* tr.generation holds the 30-bit tag until delivery */
+    circuit_transition tr;         /* tr.generation is the 64-bit generation */
     void *call_ctx;
     int pool_index;                /* -1: malloc'ed overflow record */
 } circuit__node;
+
+/* ---- per-CPU counters (percpu.c) ---------------------------------------- */
+/* One cache line per CPU: the fast-path record and the totals of SPEC M1
+ * that are counted on paths that write no shared line. */
+typedef struct circuit__pcpu {
+    uint64_t fast;      /* {sealed:1, interval id:31, successes:32} */
+    uint64_t admitted, rejected, successes, failures, ignored, late, released;
+} __attribute__((aligned(64))) circuit__pcpu;
+_Static_assert(sizeof(circuit__pcpu) == 64, "one cache line per CPU");
+
+enum circuit__total {
+    CIRCUIT__T_ADMITTED = 1, CIRCUIT__T_REJECTED, CIRCUIT__T_SUCCESSES, CIRCUIT__T_FAILURES,
+    CIRCUIT__T_IGNORED, CIRCUIT__T_LATE, CIRCUIT__T_RELEASED
+};
 
 /* ---- the breaker --------------------------------------------------------- */
 struct circuit_breaker {
@@ -87,32 +141,42 @@ struct circuit_breaker {
     void *classify_arg;
     circuit_observe_fn observe;
     void *observe_arg;
+    circuit_open_for_fn open_for;
+    void *open_for_arg;
     uint32_t window;
     uint32_t probes;
-    uint64_t seq_mod;              /* window * floor(2^32 / window) */
+    uint64_t seq_mod;              /* window * floor(2^31 / window) */
     uint64_t window_magic;         /* for circuit__mod_window */
     uint64_t *ring;                /* window slots (NULL when window == 1) */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
+    circuit__pcpu *pcpu;           /* ncpu lines */
     uint32_t bitmap_words;
+    uint32_t ncpu;
     size_t footprint;
 
     /* the state word, alone on its cache line */
     _Alignas(64) circuit__u128 core;
 
-    /* probe timeouts: a lower bound of every busy slot's due time */
-    _Alignas(64) circuit__u128 probe_hint; /* {due_ns, version} */
+    /* half-open: probe timeouts and the reopen count */
+    _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
     uint64_t probe_scans;                  /* timeout scans running now */
+    uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
 
-    /* delivery: written when transitions are made and delivered */
-    _Alignas(64) uint64_t pending;        /* published and not yet delivered */
-    uint64_t delivering;                  /* 1 while a thread holds the delivery role */
-    struct __cds_lfs_stack stack;         /* published records */
-    uint64_t pool_free;                   /* bit i set: pool[i] is free */
+    /* written when transitions are made, folds finish and probes time out */
+    _Alignas(64) uint64_t pending;         /* published and not yet delivered */
+    uint64_t delivering;                   /* 1 while a thread holds the delivery role */
+    struct __cds_lfs_stack stack;          /* published records */
+    uint64_t pool_free;                    /* bit i set: pool[i] is free */
+    uint64_t gen64;                        /* latest 64-bit generation made (a max) */
+    uint64_t next_id;                      /* fast intervals handed out */
+    uint64_t transitions;                  /* total made (M1) */
+    uint64_t timed_out;                    /* total probe timeouts (M1) */
+    circuit__u128 folded;                  /* {last interval folded, successes folded} */
 
     /* owned by the thread holding the delivery role */
-    _Alignas(64) circuit__node *held;     /* records waiting for an earlier generation */
-    uint64_t next_gen;                    /* 64-bit generation of the next delivery */
+    _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */
+    uint64_t next_gen;                     /* 64-bit generation of the next delivery */
 
     circuit__node pool[CIRCUIT_TRANSITION_POOL];
 };
@@ -130,9 +194,9 @@ typedef struct circuit__ticket {
     circuit_breaker *b;
     void *call_ctx;
     uint32_t gen;        /* generation tag admitted in */
-    uint32_t slot;       /* probe slot, or CIRCUIT__NO_SLOT */
+    uint32_t slot;       /* probe slot, or CIRCUIT__NO_SLOT (admitted while closed) */
     uint32_t reuse;      /* the slot's reuse sequence at admission */
-    uint32_t state;      /* state admitted in */
+    uint32_t unused;
 } circuit__ticket;
 
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
@@ -148,15 +212,42 @@ int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, c
 /* clock.c */
 int64_t circuit__now(void);
 
+/* breaker.c: the one place a transition is made (built, CASed, published).
+ * `c` is the word it was decided from; `counts` the final counts of the
+ * state left (including what caused it); `at` the moment it takes effect
+ * (an open period starts then). Returns false, with *c re-read, when the
+ * CAS lost. For to == HALF_OPEN the caller has reserved probe slot 0. */
+bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
+                         circuit_cause cause, const circuit_counts *counts, int64_t at,
+                         void *call_ctx);
+/* The CAS of the state word; the test build counts the attempts (L6 test). */
+bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired);
+uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
+
 /* window.c */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
-void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq);
-void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq);
+void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
+                               bool evicted_failure);
 uint64_t circuit__hi_add_timeout(uint64_t hi);
 
+/* percpu.c */
+circuit__pcpu *circuit__my_cpu(const circuit_breaker *b);
+void circuit__total_add(circuit_breaker *b, enum circuit__total which);
+typedef enum circuit__fast_result { CIRCUIT__FAST_COUNTED, CIRCUIT__FAST_NO } circuit__fast_result;
+circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo);
+bool circuit__fold(circuit_breaker *b, circuit__u128 *c);
+bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slow);
+uint64_t circuit__fast_pending(const circuit_breaker *b, uint64_t lo);
+void circuit__pcpu_init(circuit_breaker *b);
+
 /* probes.c */
+typedef enum circuit__admit {
+    CIRCUIT__ADMITTED, CIRCUIT__FULL, CIRCUIT__STALE
+} circuit__admit;
+circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
+                                    uint32_t *slot, uint32_t *reuse);
 /* The probe slot an allow was given by making open -> half-open itself. */
 typedef struct circuit__slot0 {
     bool held;
@@ -165,23 +256,18 @@ typedef struct circuit__slot0 {
 } circuit__slot0;
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0);
-bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale);
-bool circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
-                         uint32_t *reuse);
-bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
-                        bool unless_due, int64_t now);
-void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen);
+bool circuit__slot_release(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse);
+bool circuit__slot_release_unless_due(circuit_breaker *b, uint32_t slot, uint32_t gen,
+                                      uint32_t reuse, int64_t now);
 bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
                             uint32_t *reuse);
-void circuit__hint_lower(circuit_breaker *b, int64_t due);
-void circuit__hint_note(circuit_breaker *b, int64_t due);
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c);
+int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen);
 
 /* delivery.c */
 void circuit__delivery_init(circuit_breaker *b);
 void circuit__delivery_destroy(circuit_breaker *b);
-void circuit__publish(circuit_breaker *b, circuit_state from, circuit_state to, uint32_t gen,
-                      const circuit_counts *counts, void *call_ctx);
+void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *call_ctx);
 void circuit__deliver(circuit_breaker *b);
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -208,6 +294,7 @@ static inline int64_t circuit__sat_add(int64_t a, int64_t b)
 
 #ifdef CIRCUIT_TESTING
 void circuit__test_hook(circuit_test_point p);
+void circuit__test_count_core_cas(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)

@@ -25,6 +25,16 @@
  * and repeats if there were more. The scan costs O(probes / 32 + busy) and
  * runs only when a timeout may have fallen due.
  *
+ * MEMORY ORDER: every "read X, check the state word, CAS X" reads X with
+ * ACQUIRE (bitmap words, slot records), so the check cannot pass before the
+ * read. The probe admission and the timeout scan form a Dekker pair: an
+ * admission writes its slot record then reads `probe_scans` and the hint; a
+ * scan increments `probe_scans` then reads the slot records. Each side has a
+ * full fence between its store and its load (circuit__fence_sc), so at
+ * least one of them sees the other: either the scan sees the new record, or
+ * the admission sees the scan and bumps the hint's version so that the
+ * scan's raise of the hint fails.
+ *
  * Written for this project: neither ConcurrencyKit (ck_bitmap has no
  * generation tag and no find-and-set) nor liburcu offers this.
  */
@@ -51,16 +61,19 @@ static inline uint32_t bm_limit(const circuit_breaker *b, uint32_t word)
     return UINT32_MAX;
 }
 
-static inline uint32_t core_gen(circuit_breaker *b)
+static void hint_lower(circuit_breaker *b, int64_t due);
+
+static inline uint32_t core_gen(const circuit_breaker *b)
 {
-    return circuit__gen(circuit__load128_lo(&b->core));
+    /* acquire: callers check the word after reading what they will CAS */
+    return circuit__gen(circuit__ld128_lo_acq(&b->core));
 }
 
-bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale)
+static bool slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale)
 {
     *stale = false;
     for (uint32_t i = 0; i < b->bitmap_words; i++) {
-        uint64_t w = circuit__load_acq(&b->bitmap[i]);
+        uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: checked below */
         for (;;) {
             uint32_t bits;
             if (bm_gen(w) == gen) {
@@ -79,7 +92,8 @@ bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, boo
                 break;
             uint32_t bit = (uint32_t)__builtin_ctz(free_bits);
             uint64_t nw = ((uint64_t)gen << 32) | bits | (UINT32_C(1) << bit);
-            if (circuit__cas(&b->bitmap[i], &w, nw)) {
+            /* acquire on failure: the value returned is checked again */
+            if (circuit__cas_acq(&b->bitmap[i], &w, nw)) {
                 *slot = i * 32u + bit;
                 return true;
             }
@@ -88,13 +102,15 @@ bool circuit__slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, boo
     return false;
 }
 
-void circuit__bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
+static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
 {
     uint64_t *word = &b->bitmap[slot / 32u];
     uint64_t mask = UINT64_C(1) << (slot % 32u);
-    uint64_t w = circuit__load_acq(word);
+    uint64_t w = circuit__ld_acq(word);
+    /* release: the slot record was made not-busy before its bit is freed,
+     * so the next owner of the bit sees that record */
     while (bm_gen(w) == gen && (w & mask)) {
-        if (circuit__cas(word, &w, w & ~mask))
+        if (circuit__cas_rel(word, &w, w & ~mask))
             return;
     }
 }
@@ -116,29 +132,31 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
                             uint32_t *reuse)
 {
     circuit__u128 *s = &b->slots[0];
-    circuit__u128 cur = circuit__load128(s);
+    circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
     for (;;) {
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
             *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
             break;
         }
-        if (circuit__load128_lo(&b->core) != open_lo)
+        if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
         circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
-        circuit__hint_lower(b, due);
-        if (circuit__cas128(s, &cur, nw)) {
+        hint_lower(b, due);
+        if (circuit__cas128_sc(s, &cur, nw)) {
             *reuse = slot_reuse(nw.lo);
             break;
         }
     }
-    uint64_t w = circuit__load_acq(&b->bitmap[0]);
+    uint64_t w = circuit__ld_acq(&b->bitmap[0]); /* acquire: checked below */
     for (;;) {
         if (bm_gen(w) == gen)
             return true;
-        if (circuit__load128_lo(&b->core) != open_lo)
+        if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
-        if (circuit__cas(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
+        /* acquire on failure: re-checked; the transition CAS that follows
+         * (release) publishes the bit with the word */
+        if (circuit__cas_acq(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
             return true;
     }
 }
@@ -148,68 +166,118 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
  * from that value fails if it moved since): a caller stopped between taking
  * the bit and writing the record must not overwrite the record of a probe
  * admitted to the same slot in a later half-open state. */
-bool circuit__slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
-                          uint32_t *reuse)
+static bool slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
+                        uint32_t *reuse)
 {
     circuit__u128 *s = &b->slots[slot];
-    circuit__u128 cur = circuit__load128(s);
+    circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
     for (;;) {
         if (core_gen(b) != gen)
             return false;
         uint32_t r = slot_reuse(cur.lo) + 1;
         circuit__u128 nw = {slot_tag(gen, r), (uint64_t)due};
-        if (circuit__cas128(s, &cur, nw)) {
+        if (circuit__cas128_sc(s, &cur, nw)) {
             *reuse = r;
             return true;
         }
     }
 }
 
-bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
-                        bool unless_due, int64_t now)
+/* Frees a slot whose record still carries the ticket's tag; the winner of
+ * the record CAS (done, release or timeout) frees the bit: exactly once. */
+static bool slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
+                      bool unless_due, int64_t now)
 {
     circuit__u128 *s = &b->slots[slot];
     uint64_t tag = slot_tag(gen, reuse);
-    circuit__u128 cur = circuit__load128(s);
+    circuit__u128 cur = circuit__ld128_acq(s);
     for (;;) {
         if (cur.lo != tag)
             return false; /* timed out, or already freed */
         if (unless_due && (int64_t)cur.hi <= now)
             return false; /* its timeout fell due: the next allow/done counts it */
         circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
-        if (circuit__cas128(s, &cur, nw)) {
-            circuit__bit_clear(b, slot, gen);
+        if (circuit__cas128_sc(s, &cur, nw)) {
+            bit_clear(b, slot, gen);
             return true;
         }
     }
 }
 
-void circuit__hint_lower(circuit_breaker *b, int64_t due)
+bool circuit__slot_release(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse)
+{
+    return slot_free(b, slot, gen, reuse, false, 0);
+}
+
+bool circuit__slot_release_unless_due(circuit_breaker *b, uint32_t slot, uint32_t gen,
+                                      uint32_t reuse, int64_t now)
+{
+    return slot_free(b, slot, gen, reuse, true, now);
+}
+
+static void hint_lower(circuit_breaker *b, int64_t due)
 {
     /* Always bump the version, even when the due time is not lower, so that a
      * scan that started before this admission cannot raise the hint past it. */
-    circuit__u128 cur = circuit__load128(&b->probe_hint);
+    circuit__u128 cur = circuit__ld128_acq(&b->probe_hint);
     for (;;) {
         uint64_t d = (int64_t)cur.lo < due ? cur.lo : (uint64_t)due;
         circuit__u128 nw = {d, cur.hi + 1};
-        if (circuit__cas128(&b->probe_hint, &cur, nw))
+        if (circuit__cas128_sc(&b->probe_hint, &cur, nw))
             return;
     }
 }
 
-/* After a probe's record is written (a locked CAS, so a full barrier), make
- * sure the hint covers its due time. Usually it already does (the hint is
- * the earliest due time and this one is later) and no scan is running, and
- * then this is two loads of a line nobody writes in steady state. A scan
- * that starts after the load of probe_scans sees the record; one that
- * already ran and raised the hint past `due` is seen in the hint; one that
- * is running makes us bump the version, so that its raise fails. */
-void circuit__hint_note(circuit_breaker *b, int64_t due)
+/* After a probe's record is written, make sure the hint covers its due
+ * time. Usually it already does (the hint is the earliest due time and this
+ * one is later) and no scan is running, and then this is a fence and two
+ * loads of a line nobody writes in steady state. A scan that starts after
+ * the load of probe_scans sees the record; one that already ran and raised
+ * the hint past `due` is seen in the hint; one that is running makes us bump
+ * the version, so that its raise fails. */
+static void hint_note(circuit_breaker *b, int64_t due)
 {
-    if (circuit__load_acq(&b->probe_scans) == 0 &&
-        (int64_t)circuit__load128_lo(&b->probe_hint) <= due)
+    /* Dekker pair with scan_timeouts: (our slot record store, our load of
+     * probe_scans) vs (its probe_scans increment, its slot record loads) */
+    circuit__fence_sc();
+    if (circuit__ld_acq(&b->probe_scans) == 0 &&
+        (int64_t)circuit__ld128_lo_acq(&b->probe_hint) <= due)
         return;
-    circuit__hint_lower(b, due);
+    hint_lower(b, due);
+}
+
+circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
+                                    uint32_t *slot, uint32_t *reuse)
+{
+    bool stale;
+    if (!slot_acquire(b, gen, slot, &stale))
+        return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
+    int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+    if (!slot_occupy(b, *slot, gen, due, reuse)) {
+        /* The state moved on before the slot was ours. */
+        bit_clear(b, *slot, gen);
+        return CIRCUIT__STALE;
+    }
+    hint_note(b, due);
+    if (core_gen(b) != gen) {
+        /* The state moved on while we took the slot: give it back and
+         * decide again in the new state. */
+        slot_free(b, *slot, gen, *reuse, false, 0);
+        return CIRCUIT__STALE;
+    }
+    return CIRCUIT__ADMITTED;
+}
+
+int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen)
+{
+    int64_t n = 0;
+    for (uint32_t i = 0; i < b->bitmap_words; i++) {
+        /* relaxed: a count for stats, each word a value it held */
+        uint64_t w = circuit__ld_rlx(&b->bitmap[i]);
+        if (bm_gen(w) == gen)
+            n += __builtin_popcount((uint32_t)w);
+    }
+    return n;
 }
 
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c)
@@ -234,25 +302,22 @@ typedef struct due_slot {
  * Returns true when the state word changed generation. */
 static bool count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx)
 {
-    circuit__u128 c = circuit__load128(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core);
     for (;;) {
-        if (circuit__gen(c.lo) != gen || circuit__st(c.lo) != CIRCUIT_HALF_OPEN)
+        if (circuit__gen(c.lo) != gen || circuit__st(c.lo) != CIRCUIT__ST_HALF_OPEN)
             return true; /* the state changed first: the timeout is moot */
         circuit__u128 n = {c.lo, circuit__hi_add_timeout(c.hi)};
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
         circuit_state d = circuit__ask_probe(b, &cnt);
-        circuit__u128 nw = n;
-        uint32_t g1 = (gen + 1) & (uint32_t)CIRCUIT__GEN_MASK;
-        if (d == CIRCUIT_CLOSED)
-            nw = (circuit__u128){circuit__mklo(CIRCUIT_CLOSED, g1, 0), 0};
-        else if (d == CIRCUIT_OPEN)
-            nw = (circuit__u128){circuit__mklo(CIRCUIT_OPEN, g1, 0), (uint64_t)due};
-        if (circuit__cas128(&b->core, &c, nw)) {
-            if (d == CIRCUIT_HALF_OPEN)
-                return false;
-            circuit__publish(b, CIRCUIT_HALF_OPEN, d, g1, &cnt, call_ctx);
-            return true;
+        if (d != CIRCUIT_HALF_OPEN) {
+            if (circuit__transition(b, &c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)) {
+                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+                return true;
+            }
+        } else if (circuit__core_cas(b, &c, n)) {
+            circuit__faa_rlx(&b->timed_out, 1);
+            return false;
         }
     }
 }
@@ -263,18 +328,21 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
 
 static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
 {
-    if ((int64_t)circuit__load128_lo(&b->probe_hint) > now)
+    if ((int64_t)circuit__ld128_lo_acq(&b->probe_hint) > now)
         return false; /* nothing can be due yet: the common case */
-    circuit__faa(&b->probe_scans, 1);
+    circuit__faa_sc(&b->probe_scans, 1);
+    /* Dekker pair with hint_note: (our probe_scans increment, our slot
+     * record loads) vs (its slot record store, its probe_scans load) */
+    circuit__fence_sc();
     bool changed = scan_timeouts(b, circuit__gen(c.lo), now, call_ctx);
-    circuit__faa(&b->probe_scans, (uint64_t)-1);
+    circuit__faa_sc(&b->probe_scans, (uint64_t)-1);
     return changed;
 }
 
 static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx)
 {
     for (;;) {
-        circuit__u128 h0 = circuit__load128(&b->probe_hint);
+        circuit__u128 h0 = circuit__ld128_acq(&b->probe_hint);
         if ((int64_t)h0.lo > now)
             return false;
 
@@ -283,14 +351,14 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
         bool more = false;
         int64_t rest = INT64_MAX;
         for (uint32_t i = 0; i < b->bitmap_words; i++) {
-            uint64_t w = circuit__load_acq(&b->bitmap[i]);
+            uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: then its records */
             if (bm_gen(w) != gen)
                 continue;
             uint32_t bits = (uint32_t)w;
             while (bits) {
                 uint32_t slot = i * 32u + (uint32_t)__builtin_ctz(bits);
                 bits &= bits - 1;
-                circuit__u128 sv = circuit__load128(&b->slots[slot]);
+                circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]);
                 if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
                     continue;
                 int64_t due = (int64_t)sv.hi;
@@ -322,9 +390,9 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
         for (int k = 0; k < n; k++) {
             circuit__u128 cur = {batch[k].tag, (uint64_t)batch[k].due};
             circuit__u128 freed = {batch[k].tag & ~SLOT_BUSY, (uint64_t)batch[k].due};
-            if (!circuit__cas128(&b->slots[batch[k].slot], &cur, freed))
+            if (!circuit__cas128_sc(&b->slots[batch[k].slot], &cur, freed))
                 continue; /* settled or timed out by another thread */
-            circuit__bit_clear(b, batch[k].slot, gen);
+            bit_clear(b, batch[k].slot, gen);
             if (count_timeout(b, gen, batch[k].due, call_ctx))
                 return true;
         }
@@ -335,7 +403,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
         if (core_gen(b) != gen)
             return true;
         circuit__u128 nh = {(uint64_t)rest, h0.hi + 1};
-        circuit__cas128(&b->probe_hint, &h0, nh); /* lost: an admission moved it */
+        circuit__cas128_sc(&b->probe_hint, &h0, nh); /* lost: an admission moved it */
         return false;
     }
 }
@@ -344,31 +412,29 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0)
 {
     for (;;) {
-        circuit__u128 c = circuit__load128(&b->core);
+        circuit__u128 c = circuit__ld128_acq(&b->core);
         unsigned st = circuit__st(c.lo);
-        if (st == CIRCUIT_OPEN) {
-            int64_t opened = (int64_t)c.hi;
-            if (now < opened || now - opened < b->cfg.open_for_ns)
-                return c;
-            uint32_t g1 = (circuit__gen(c.lo) + 1) & (uint32_t)CIRCUIT__GEN_MASK;
+        if (st == CIRCUIT__ST_OPEN) {
+            if (now < (int64_t)c.hi)
+                return c; /* still open: hi is the end of the open period */
+            uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;
             if (!circuit__slot0_reserve(b, g1, c.lo, now, &reuse))
                 continue;
-            circuit__u128 nw = {circuit__mklo(CIRCUIT_HALF_OPEN, g1, 0), 0};
-            if (circuit__cas128(&b->core, &c, nw)) {
+            static const circuit_counts zero = {0, 0, 0, 0, 0};
+            if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
+                                    call_ctx)) {
                 if (slot0 && !slot0->held) {
                     slot0->held = true;
                     slot0->gen = g1;
                     slot0->reuse = reuse;
                 } else {
-                    circuit__slot_free(b, 0, g1, reuse, false, 0);
+                    circuit__slot_release(b, 0, g1, reuse);
                 }
-                circuit_counts zero = {0, 0, 0, 0, 0};
-                circuit__publish(b, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, g1, &zero, call_ctx);
             }
             continue;
         }
-        if (st == CIRCUIT_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
+        if (st == CIRCUIT__ST_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
             continue;
         return c;
     }

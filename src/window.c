@@ -26,12 +26,26 @@
  * record over a newer one. When a success evicts a failure, the evicting
  * thread clears the failure's record (a CAS from exactly that record), so a
  * slot never keeps a record from a lap ago: seq counts modulo seq_mod (about
- * 2^32), and a record left for that long would alias a later result. Both
- * stay exact unless one thread is stopped, inside done, for about 2^32
+ * 2^31), and a record left for that long would alias a later result. Both
+ * stay exact unless one thread is stopped, inside done, for about 2^31
  * results of one generation.
  *
+ * MEMORY ORDER: a record is read, the state word is checked, then the
+ * record is CASed ("read X, check the word, CAS X"): the record load is
+ * ACQUIRE so the check cannot be satisfied before it (on a weakly ordered
+ * CPU the check could otherwise see a newer word than the record value,
+ * and a stale record would be written over a newer one). A record written
+ * by the helper of result s must be visible to the thread that evicts s a
+ * lap later: the helper's next state-word CAS is a release after the
+ * record CAS, and the evicter's read of the word is an acquire, so the
+ * record CAS itself can be relaxed.
+ *
+ * While the breaker is in the fast mode (SPEC L6) no failure is in the
+ * window and nothing here runs: successes go to per-CPU records
+ * (percpu.c) and are added to seq by a fold.
+ *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
- * counting window; the CAS and loads are ck_pr (src/atomics.h).
+ * counting window.
  */
 #include "internal.h"
 
@@ -45,27 +59,49 @@ static inline uint64_t rec_make(uint32_t gen, uint32_t seq)
 static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
 
-void circuit__ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
+static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
     uint64_t want = rec_make(gen, seq);
-    uint64_t cur = circuit__load_acq(slot);
+    /* acquire: the check of the word below must not pass before this read */
+    uint64_t cur = circuit__ld_acq(slot);
     while (cur != want) {
-        /* Pending means the state word is at (gen, seq + 1). Later than that,
-         * the thread that moved it past seq + 1 wrote this record first. */
-        uint64_t lo = circuit__load128_lo(&b->core);
-        if (circuit__gen(lo) != gen || circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
+        /* Pending means the state word is at (gen, seq + 1), slow mode.
+         * Later than that, the thread that moved it past seq + 1 wrote this
+         * record first. acquire: ordered before the CAS below. */
+        uint64_t lo = circuit__ld128_lo_acq(&b->core);
+        if (circuit__gen(lo) != gen || circuit__fast(lo) ||
+            circuit__st(lo) == CIRCUIT__ST_OPEN || circuit__st(lo) == CIRCUIT__ST_ISOLATED ||
+            circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
             return;
-        if (circuit__cas(slot, &cur, want))
+        /* the write needs no release (our next state-word CAS publishes it
+         * to evicters); acquire because a failed CAS hands back the value
+         * the loop re-checks the word against */
+        if (circuit__cas_acq(slot, &cur, want))
             return;
     }
 }
 
-void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
+static void ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
     uint64_t old = rec_make(gen, seq);
-    circuit__cas(slot, &old, 0); /* fails harmlessly if a newer record is there */
+    /* relaxed: only ever replaces exactly this record (a newer one makes it
+     * fail harmlessly); nothing is read through it */
+    circuit__cas_rlx(slot, &old, 0);
+}
+
+void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
+                               bool evicted_failure)
+{
+    if (b->window == 1 || !(failure || evicted_failure))
+        return;
+    CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
+    uint32_t gen = circuit__gen(c.lo), seq = circuit__seq(c.lo);
+    if (failure) /* replaces the evicted record, same slot */
+        ring_write(b, gen, seq);
+    else
+        ring_clear(b, gen, (uint32_t)circuit__seq_sub(b, seq, b->window));
 }
 
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
@@ -78,13 +114,28 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
     if (!(c.hi & CIRCUIT__HI_FULL) && seq == 0)
         return; /* nothing appended yet in this state */
     uint32_t prev = (uint32_t)circuit__seq_sub(b, seq, 1);
-    circuit__ring_write(b, circuit__gen(c.lo), prev);
+    ring_write(b, circuit__gen(c.lo), prev);
 }
 
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
 {
-    if (circuit__st(c.lo) == CIRCUIT_OPEN) {
+    unsigned st = circuit__st(c.lo);
+    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED) {
         *out = (circuit_counts){0, 0, 0, 0, 0};
+        return;
+    }
+    if (circuit__fast(c.lo)) {
+        /* fast mode: the counts as of the interval's start plus the
+         * successes the per-CPU records hold (read, not folded) */
+        uint64_t add = circuit__fast_pending(b, c.lo);
+        uint64_t seq = circuit__fhi_seq(c.hi);
+        bool full = (c.hi & CIRCUIT__FHI_FULL) || seq + add >= b->window;
+        uint64_t run = circuit__fhi_run(c.hi) + add;
+        out->successes = full ? (int64_t)b->window : (int64_t)(seq + add);
+        out->failures = 0;
+        out->consecutive_successes = run > (uint64_t)CIRCUIT_RUN_MAX ? CIRCUIT_RUN_MAX : (int64_t)run;
+        out->consecutive_failures = 0;
+        out->timed_out = 0;
         return;
     }
     int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
@@ -119,7 +170,8 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         full = true;
     } else if (full) {
         uint32_t old = (uint32_t)circuit__seq_sub(b, seq, b->window);
-        uint64_t r = circuit__load_acq(&b->ring[circuit__mod_window(b, seq)]);
+        /* acquire: the caller re-checks the word after this read */
+        uint64_t r = circuit__ld_acq(&b->ring[circuit__mod_window(b, seq)]);
         if ((r & REC_VALID) && rec_gen(r) == gen && rec_seq(r) == old && fail > 0) {
             fail--; /* the evicted result was a failure */
             evicted_failure = true;

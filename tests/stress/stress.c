@@ -226,7 +226,7 @@ static void peek(const circuit_ticket *t, uint32_t *gen, unsigned *state)
 {
     const circuit__ticket *tk = (const circuit__ticket *)(const void *)t;
     *gen = tk->gen;
-    *state = tk->state;
+    *state = tk->slot == CIRCUIT__NO_SLOT ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
 }
 
 /* ---- policies, classify, observe ------------------------------------------------- */

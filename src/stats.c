@@ -1,0 +1,75 @@
+/*
+ * circuit_get_stats (SPEC M1): a pure read. It takes no lock, calls no
+ * callback, writes nothing, and does not fold the per-CPU counters: the
+ * fast mode's pending successes are read from the records (percpu.c).
+ *
+ * Totals are per-CPU counters (admitted, rejected, successes and failures
+ * counted on the slow path, ignored, late, released) summed here, plus the
+ * ledger of successes folded from the fast mode, plus the records of the
+ * current fast interval, plus two shared totals kept on paths that already
+ * write a shared line (transitions, probe timeouts). The word is read before
+ * and after: if a fold or an entry happened meanwhile the successes could be
+ * counted twice or missed, so the read is repeated (a retry means another
+ * thread made progress: lock-free).
+ */
+#include "internal.h"
+
+void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
+{
+    if (!b)
+        circuit__abort("circuit_get_stats: breaker is NULL");
+    if (b->magic != CIRCUIT__MAGIC)
+        circuit__abort("circuit_get_stats: breaker was not built by circuit_new (or was freed)");
+    if (!out)
+        circuit__abort("circuit_get_stats: out is NULL");
+
+    circuit_stats s;
+    circuit__u128 c;
+    for (;;) {
+        s = (circuit_stats){0};
+        /* acquire: the records and the ledger read below are at least as new
+         * as the word */
+        c = circuit__ld128_acq(&b->core);
+        for (uint32_t i = 0; i < b->ncpu; i++) {
+            const circuit__pcpu *p = &b->pcpu[i];
+            /* relaxed: totals, each a value it held */
+            s.admitted += circuit__ld_rlx(&p->admitted);
+            s.rejected += circuit__ld_rlx(&p->rejected);
+            s.successes += circuit__ld_rlx(&p->successes);
+            s.failures += circuit__ld_rlx(&p->failures);
+            s.ignored += circuit__ld_rlx(&p->ignored);
+            s.late += circuit__ld_rlx(&p->late);
+            s.released += circuit__ld_rlx(&p->released);
+        }
+        circuit__u128 f = circuit__ld128_acq(&b->folded);
+        s.successes += f.hi;
+        if (circuit__fast(c.lo) &&
+            !((uint32_t)f.lo == circuit__lo31(c.lo) && (f.lo >> 32) == circuit__gen(c.lo)))
+            s.successes += circuit__fast_pending(b, c.lo); /* not yet folded */
+        /* acquire: ordered after the reads above */
+        circuit__u128 again = circuit__ld128_acq(&b->core);
+        if (again.lo == c.lo && again.hi == c.hi)
+            break;
+    }
+    s.transitions = circuit__ld_rlx(&b->transitions);
+    s.timed_out = circuit__ld_rlx(&b->timed_out);
+
+    unsigned st = circuit__st(c.lo);
+    uint32_t tag = circuit__gen(c.lo);
+    s.state = circuit__pub_state(st);
+    s.generation = circuit__gen_widen(b, tag);
+    circuit__counts(b, c, &s.counts);
+    if (st == CIRCUIT__ST_OPEN) {
+        int64_t now = circuit__now();
+        if (now >= (int64_t)c.hi) {
+            /* what circuit_get_state reports: half-open, not yet made */
+            s.state = CIRCUIT_HALF_OPEN;
+            s.generation++;
+        } else {
+            s.retry_after_ns = (int64_t)c.hi - now;
+        }
+    } else if (st == CIRCUIT__ST_HALF_OPEN) {
+        s.probes_in_flight = circuit__probes_in_flight(b, tag);
+    }
+    *out = s;
+}
