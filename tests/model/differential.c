@@ -1379,6 +1379,15 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
         }
         if (!(r->sat ? sat_step(r) : step(r, pick_op(r), -1, 0)))
             goto out;
+        /* window run: once the window is full, lean to failures so that it
+         * trips on a full, sliding window (C1 at 65536) */
+        if (r->long_win && r->max_window == CIRCUIT_MAX_COUNT && r->n_full_trips == 0)
+            r->fail_w = 56;
+    }
+    if (r->long_win && r->ops >= OPS_PER_SEED && r->n_full_trips == 0) {
+        describe(r, "end of the window run");
+        mismatch(r, "coverage: the window run never tripped on a full %d-result window", CIRCUIT_MAX_COUNT);
+        goto out;
     }
     /* settle what is left, alternating done and release */
     for (int i = 0; i < r->pool_cap; i++) {
