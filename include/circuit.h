@@ -4,6 +4,9 @@
  *
  * SPDX-License-Identifier: MIT
  *
+ * Rule ids cited here and in the tests ("SPEC C1", "T7", "L1-L7") are
+ * defined in docs/CONTRACT.md.
+ *
  * One breaker guards ONE dependency (an upstream host, a service) inside ONE
  * process. It is a state machine and nothing else: no I/O, no threads, no
  * timers, no retries, no registry. Any number of threads may call one breaker

@@ -1,0 +1,19 @@
+# The rule-id check (docs/CONTRACT.md, issue 13 item 2). Included by
+# tests/CMakeLists.txt.
+#
+#   rule_ids           every rule id cited in include/, src/, tests/ or
+#                      README.md is defined in docs/CONTRACT.md, and every id
+#                      defined there is named by a test (test name, ctest name
+#                      or test file name)
+#   rule_ids_selftest  the check itself fails on an undefined, an untested and
+#                      a doubly defined id
+#
+# Needs python3 (standard library only).
+find_package(Python3 3.7 REQUIRED COMPONENTS Interpreter)
+
+add_test(NAME rule_ids
+  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py
+          --root ${PROJECT_SOURCE_DIR})
+add_test(NAME rule_ids_selftest
+  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py --self-test)
+set_tests_properties(rule_ids rule_ids_selftest PROPERTIES LABELS "rules" TIMEOUT 60)
