@@ -1,0 +1,228 @@
+/*
+ * circuit-bench: what the four files of the benchmark share.
+ *
+ *   cases.c   what is measured: the case table, the breakers' setup, the
+ *             measured loops (one function per variant and loop)
+ *   runner.c  how: threads, timed repetitions, latency samples, medians,
+ *             the checks that a case measured what it claims
+ *   report.c  what is printed: the Markdown tables, the targets, the JSON
+ *             lines, and the memory table (run as circuit-bench-memory)
+ *   cli.c     the command line and main()
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef CIRCUIT_BENCH_H
+#define CIRCUIT_BENCH_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <pthread.h>
+
+#include "circuit.h"
+#include "circuit_model.h"
+
+#define NOINLINE __attribute__((noinline))
+
+/* ---- variants and cases (cases.c) ------------------------------------------ */
+
+typedef enum variant {
+    V_CIRCUIT,   /* libcircuit.so */
+    V_MUTEX,     /* the reference model behind its mutex (tests/model) */
+    V_BASELINE,  /* atomic_floor, clock, empty: no breaker at all */
+    V_NONE,      /* no_breaker: a case's own loop without the breaker (proxy_cycle) */
+    V__COUNT
+} variant;
+extern const char *const variant_names[V__COUNT];
+
+typedef enum setup_kind {
+    SETUP_NONE,      /* baselines, no_breaker */
+    SETUP_CLOSED,    /* new breaker, never trips */
+    SETUP_OPEN,      /* tripped once, open for 1e15 ns */
+    SETUP_HALF_OPEN, /* tripped, open for 1 ns, one probe admitted and settled */
+    SETUP_CHURN      /* trips and closes every few hundred calls */
+} setup_kind;
+
+typedef enum loop_kind {
+    LOOP_ALLOW_DONE, LOOP_ALLOW, LOOP_STATE, LOOP_STATS, LOOP_PROXY,
+    LOOP_ATOMIC, LOOP_CLOCK, LOOP_EMPTY
+} loop_kind;
+
+typedef struct case_def {
+    const char *name;
+    setup_kind  setup;
+    loop_kind   loop;
+    int         window, probes; /* 0 for baselines */
+    uint64_t    fail_every;     /* one failure every N admitted calls; 0: none */
+    unsigned    variants;       /* 1u << variant: which variants run it */
+} case_def;
+
+extern const case_def case_table[];
+extern const size_t n_cases;
+extern const case_def baseline_table[];
+extern const size_t n_baselines;
+
+typedef struct policy_arg {
+    int64_t trip_failures; /* open at this many failures in the window */
+} policy_arg;
+
+/* One breaker of either variant (or none), with its transition count. */
+typedef struct target {
+    variant              v;
+    circuit_breaker     *cb;
+    cmodel              *mb;
+    policy_arg           pol;
+    atomic_uint_fast64_t transitions;
+} target;
+
+/* Builds the breaker of case `c` for variant `v` and brings it to the case's
+ * state (nothing for no_breaker). Returns 0, or prints why not and returns -1. */
+int  target_setup(target *tg, variant v, const case_def *c);
+void target_free(target *tg);
+
+/* ---- threads and their loops (cases.c runs them, runner.c starts them) ----- */
+
+#define BATCH 64      /* ops between two looks at the stop flag; one of them timed */
+#define LAT_CAP 65536 /* latency samples kept per thread and run (a ring) */
+
+typedef struct run_ctl {
+    alignas(128) atomic_int ready;
+    alignas(128) atomic_bool go;
+    atomic_bool stop;
+} run_ctl;
+
+typedef struct worker worker;
+typedef void (*loop_fn)(worker *w);
+
+struct worker {
+    alignas(128) run_ctl *run;
+    target   *tg;
+    loop_fn   fn;
+    int       cpu;          /* -1: unpinned */
+    uint64_t  limit;        /* stop after this many ops (UINT64_MAX: on the stop flag) */
+    uint64_t  fail_every;   /* 0: never fail */
+    uint64_t  fail_left;    /* admitted calls until the next failure */
+    uint64_t  work_iters;   /* proxy_cycle: spin iterations between allow and done */
+    uint32_t *lat;          /* LAT_CAP latency samples in ticks (NULL: not sampled) */
+    /* results */
+    uint64_t  ops, admitted, odd, allocs, nlat;
+    int64_t   t0, t1;
+    pthread_t th;
+};
+
+loop_fn pick_loop(variant v, loop_kind k);
+
+/* ---- time (runner.c) --------------------------------------------------------- */
+
+int64_t now_ns(void);
+void    sleep_s(double seconds);
+
+/* A cheap, ordered time stamp: the TSC on x86-64, the virtual counter on
+ * aarch64, CLOCK_MONOTONIC elsewhere; ticks_per_ns converts. */
+static inline uint64_t bench_tick(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi) : : "memory");
+    return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("isb\n\tmrs %0, cntvct_el0\n\tisb" : "=r"(v) : : "memory");
+    return v;
+#else
+    return (uint64_t)now_ns();
+#endif
+}
+extern double ticks_per_ns;
+extern double tick_overhead_ns; /* an empty timed pair: included in every sample */
+const char *tick_source(void);
+
+/* proxy_cycle's busy work: `n` turns of a loop the compiler keeps. */
+static inline void bench_spin(uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        __asm__ volatile("" : : : "memory");
+}
+extern double spin_ns_per_iter; /* calibrated by runner_init */
+
+/* ---- options (cli.c) --------------------------------------------------------- */
+
+#define MAX_REPS 1000
+
+typedef struct options {
+    double   seconds, warmup;
+    int      reps;
+    uint64_t ops;            /* --ops: fixed ops per thread instead of --seconds */
+    int      threads[64];
+    int      nthreads;
+    bool     quick;
+    int64_t  work_ns;        /* proxy_cycle's work between allow and done */
+    const char *cases;       /* comma list, NULL: all */
+    const char *windows;     /* comma list of window sizes, NULL: all */
+    const char *probes;      /* comma list of probe counts, NULL: all */
+    const char *variants;    /* comma list, NULL: all */
+    const char *json;
+    bool     memory;
+} options;
+
+bool in_list(const char *list, const char *name);
+
+/* ---- measuring (runner.c) ------------------------------------------------------ */
+
+extern int n_cpus;                /* CPUs in the affinity mask */
+extern int cpu_ids[];             /* their ids */
+
+void runner_init(void); /* CPUs, tick and spin calibration */
+
+/* One figure: a subject (a breaker of one variant in one case, or a baseline)
+ * at one thread count, over o->reps interleaved repetitions. */
+typedef struct result {
+    const case_def *c;
+    int      order;   /* table position: baselines first, then the cases */
+    variant  v;
+    int      threads;
+    bool     pinned;
+    int      reps;
+    double   ns_med, ns_min, ns_max, mops_med, trans_med;
+    double   p50_ns, p99_ns, p999_ns; /* medians over the reps; 0: not sampled */
+    double   fairness;                /* median over the reps of fewest / most ops of a thread */
+    double   overhead;                /* proxy_cycle: median of (ns - no_breaker ns) / no_breaker ns */
+    bool     has_overhead;
+    uint64_t ops, admitted, odd, allocs, transitions; /* summed over the reps */
+    char     broken[160];                              /* "" or why the case is invalid */
+} result;
+
+extern result *results;
+extern size_t  n_results;
+
+typedef struct subject {
+    target         *tg;
+    variant         v;
+    const case_def *c;
+    int             order;
+} subject;
+
+#define MAX_GROUP 4
+
+/* Measures the subjects of one group at one thread count, their reps
+ * interleaved. Returns how many of them are broken, or -1 on error. */
+int measure_group(const options *o, const subject *sub, int n, int threads);
+
+const result *find_result(const char *name, variant v, int window, int probes, int threads);
+
+/* aggregate Mops/s at N threads / (N x the 1-thread Mops/s); 0: no 1-thread figure */
+double scaling_of(const result *r);
+
+/* ---- reporting (report.c) ------------------------------------------------------ */
+
+void print_header(FILE *f, const options *o);
+void print_tables(FILE *f);
+void print_targets(FILE *f);
+int  write_json(const char *path);
+/* Runs circuit-bench-memory (next to this program); its table goes to stdout
+ * and its JSON lines are appended to `json` (NULL: none). */
+int  run_memory_report(const char *json);
+
+#endif
