@@ -1,35 +1,87 @@
 #!/usr/bin/env bash
-# Packaging test: configure, build and run an out-of-tree CMake project that
-# does find_package(circuit REQUIRED) against the installed prefix and links
-# TARGET (circuit::circuit or circuit::circuit_static). It must print "open".
-# usage: cmake_consumer.sh CMAKE GENERATOR CC PREFIX SRC WORKDIR TARGET
+# Packaging test: configure, build and run consumer/, an out-of-tree CMake
+# project that does find_package(circuit) against the installed prefix.
+#
+#   shared          find_package(circuit REQUIRED), circuit::circuit, with
+#                   ck's and liburcu's .pc files hidden from pkg-config: the
+#                   shared library needs neither. Prints "open".
+#   static          find_package(circuit REQUIRED COMPONENTS static),
+#                   circuit::circuit_static: the package config finds ck
+#                   and liburcu again. Prints "open"; the program does not
+#                   need libcircuit.so.
+#   static-missing  the same with the dependencies hidden: find_package
+#                   must fail, and its one message must name every missing
+#                   dependency (ck and liburcu-cds, with their packages).
+# In every mode the consumer's compile lines hold no cflag of ck's.
+#
+# usage: cmake_consumer.sh MODE CMAKE GENERATOR CC READELF PREFIX SRC WORKDIR
 #        environment: CONSUMER_CFLAGS, CONSUMER_LDFLAGS (sanitizer flags)
 set -euo pipefail
-cmake=$1 generator=$2 cc=$3 prefix=$4 src=$5 work=$6 target=$7
+mode=$1 cmake=$2 generator=$3 cc=$4 readelf=$5 prefix=$6 src=$7 work=$8
 cflags=${CONSUMER_CFLAGS-} ldflags=${CONSUMER_LDFLAGS-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 rm -rf "$work"
-# Only the test prefix may provide the package (no user or system registry).
-"$cmake" -S "$src" -B "$work" -G "$generator" \
-    -DCMAKE_C_COMPILER="$cc" \
-    -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
-    -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
-    -DCMAKE_C_FLAGS="$cflags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
-    -DCIRCUIT_TARGET="$target"
+mkdir -p "$work"
+case "$mode" in
+shared) target=circuit::circuit components="" ; hide_deps "$work/no-pc" ;;
+static) target=circuit::circuit_static components=static ;;
+static-missing) target=circuit::circuit_static components=static ; hide_deps "$work/no-pc" ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
 
-found=$(sed -n 's/^circuit_DIR:PATH=//p' "$work/CMakeCache.txt")
+# Only the test prefix may provide the package (no user or system registry).
+configure() {
+    "$cmake" -S "$src" -B "$work/build" -G "$generator" \
+        -DCMAKE_C_COMPILER="$cc" \
+        -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+        -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
+        -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+        -DCMAKE_C_FLAGS="$cflags" \
+        -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+        -DCIRCUIT_TARGET="$target" \
+        -DCIRCUIT_COMPONENTS="$components"
+}
+
+if [[ "$mode" == static-missing ]]; then
+    if configure >"$work/configure.log" 2>&1; then
+        cat "$work/configure.log"
+        echo "find_package(circuit COMPONENTS static) succeeded without ck and liburcu"
+        exit 1
+    fi
+    cat "$work/configure.log"
+    # One message (cmake may wrap it over lines): every missing dependency.
+    msg=$(tr -s ' \n' '  ' <"$work/configure.log")
+    for want in "'ck' (libck-dev)" "'liburcu-cds' (liburcu-dev)"; do
+        if [[ "$msg" != *"$want"* ]]; then
+            echo "the failure does not name $want"
+            exit 1
+        fi
+    done
+    echo "find_package failed, naming every missing dependency: ok"
+    exit 0
+fi
+
+configure
+found=$(sed -n 's/^circuit_DIR:PATH=//p' "$work/build/CMakeCache.txt")
 case "$found" in
     "$prefix"/*) ;;
     *) echo "find_package(circuit) found '$found', not the package in $prefix"; exit 1 ;;
 esac
+"$cmake" --build "$work/build"
 
-"$cmake" --build "$work"
-out=$("$work/app")
-echo "app printed: $out"
-if [[ "$out" != "open" ]]; then
-    echo "expected: open"
-    exit 1
+commands=$(grep '"command"' "$work/build/compile_commands.json")
+echo "compile line: $commands"
+no_dep_cflags "$commands" "the consumer's compile line"
+
+if [[ "$mode" == shared ]]; then
+    needs_libcircuit_so "$readelf" "$work/build/app" || { echo "app does not use libcircuit.so"; exit 1; }
+else
+    ! needs_libcircuit_so "$readelf" "$work/build/app" || { echo "app needs libcircuit.so"; exit 1; }
 fi
+# CMake gives a program in its build tree a RUNPATH to the libraries it links.
+expect_output open "$work/build/app"

@@ -13,12 +13,14 @@ rm -rf "$prefix"
 missing=0
 for f in \
     "$includedir/circuit.h" \
+    "$includedir/circuit_presets.h" \
     "$libdir/libcircuit.so" \
     "$libdir/libcircuit.so.0" \
     "$libdir/libcircuit.a" \
     "$libdir/cmake/circuit/circuitConfig.cmake" \
     "$libdir/cmake/circuit/circuitConfigVersion.cmake" \
     "$libdir/cmake/circuit/circuitTargets.cmake" \
+    "$libdir/cmake/circuit/circuitStaticTargets.cmake" \
     "$libdir/pkgconfig/circuit.pc"; do
     if [[ ! -e "$prefix/$f" ]]; then
         echo "not installed: $f"
@@ -31,6 +33,15 @@ while IFS= read -r f; do
     missing=1
 done < <(find "$prefix" -name 'testing.h' -o -name 'internal.h' -o -name 'atomics.h' \
               -o -name '*testable*')
+# circuit.pc is the only .pc file: the tests that hide ck's and liburcu's
+# .pc files point PKG_CONFIG_LIBDIR at this directory.
+others=$(find "$prefix/$libdir/pkgconfig" -type f ! -name circuit.pc)
+if [[ -n "$others" ]]; then
+    echo "unexpected files beside circuit.pc: $others"
+    missing=1
+fi
 echo "installed into $prefix:"
 (cd "$prefix" && find . -type f -o -type l | sort | sed 's|^\./|  |')
+echo "circuit.pc:"
+sed 's/^/  /' "$prefix/$libdir/pkgconfig/circuit.pc"
 exit "$missing"
