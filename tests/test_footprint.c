@@ -1,0 +1,268 @@
+/*
+ * Memory per breaker at scale (SPEC L5, issue 13 item 1): a proxy keeps one
+ * breaker per upstream host, so 100 000 breakers in one process is ordinary.
+ *
+ * The test builds 100 000 breakers of (window 64, probes 1), runs a little
+ * traffic through each (successes and failures through allow + done, a trip,
+ * a rejection while open, a probe that closes), frees them all, and checks
+ * with the allocation counter of tests/alloc_count.c (linked in its --wrap
+ * form, so it sees exactly what the static circuit_testable library
+ * allocates):
+ *
+ *   - the bytes each breaker holds are what circuit_test_footprint() says,
+ *     and no more than CIRCUIT_FOOTPRINT_MAX(window, probes, cpus), the
+ *     bound circuit.h documents;
+ *   - traffic and transitions add nothing (the transition records come from
+ *     the breaker's pool and go back to it);
+ *   - once every breaker is freed, every block and every byte is back.
+ *
+ * Bytes are malloc_usable_size() of each block (alloc_count.h). Under ASan
+ * (the debug preset) that is the size requested, so it must equal the
+ * footprint exactly; glibc's own allocator may round a block up, so other
+ * builds allow each block ROUNDING_SLACK bytes of rounding.
+ */
+#include "helpers.h"
+
+#include <malloc.h>
+
+#define N_BREAKERS 100000
+#define WINDOW 64
+#define PROBES 1
+#define FAILURES_TO_TRIP 3
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EXACT_SIZES 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EXACT_SIZES 1
+#endif
+#endif
+#ifndef EXACT_SIZES
+#define EXACT_SIZES 0
+#endif
+/* What glibc's rounding may add to one block: a few bytes for a small
+ * block (16-byte chunks, alignment), up to a page for a block above its mmap
+ * threshold (128 KiB by default), which it serves with whole pages. */
+#define ROUNDING_SLACK(foot) ((foot) > 128 * 1024 ? 4096 : 64)
+
+/* The CPU count the core sizes its per-CPU counters by (src/breaker.c):
+ * the configured CPUs, at least 1. */
+static int cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
+}
+
+/* ---- callbacks shared by every breaker --------------------------------------- */
+
+static bool trip_after_failures(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    return c->consecutive_failures >= FAILURES_TO_TRIP;
+}
+
+static circuit_state probe_close_on_success(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    if (c->failures > 0)
+        return CIRCUIT_OPEN;
+    return c->consecutive_successes >= 1 ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
+}
+
+static circuit_outcome classify_sign(void *arg, void *call_ctx, int result)
+{
+    (void)arg;
+    (void)call_ctx;
+    return result < 0 ? CIRCUIT_FAILURE : CIRCUIT_SUCCESS;
+}
+
+static int64_t transitions_seen;
+
+static void count_transition(void *arg, void *call_ctx, const circuit_transition *t)
+{
+    (void)arg;
+    (void)call_ctx;
+    (void)t;
+    transitions_seen++;
+}
+
+static circuit_spec spec_of(int window, int probes)
+{
+    circuit_spec s;
+    memset(&s, 0, sizeof s);
+    s.config.window = window;
+    s.config.probes = probes;
+    s.config.open_for_ns = CIRCUIT_US(1);
+    s.config.probe_timeout_ns = CIRCUIT_MS(1);
+    s.policy.trip = trip_after_failures;
+    s.policy.probe = probe_close_on_success;
+    s.classify = classify_sign;
+    s.observe = count_transition;
+    return s;
+}
+
+/* ---- measuring ----------------------------------------------------------------- */
+
+typedef struct held {
+    int64_t blocks, bytes;
+} held;
+
+static held now_held(void)
+{
+    return (held){A_LOAD(&alloc_live), A_LOAD(&alloc_live_bytes)};
+}
+
+/* Checks that `bytes` in `blocks` blocks is what a breaker of footprint
+ * `foot` should hold (exactly under ASan). */
+static void assert_held(const char *what, int64_t bytes, int64_t blocks, size_t foot)
+{
+    if (EXACT_SIZES)
+        cr_assert_eq(bytes, (int64_t)foot, "%s: %lld bytes held, circuit_test_footprint says %zu",
+                     what, (long long)bytes, foot);
+    else
+        cr_assert(bytes >= (int64_t)foot && bytes <= (int64_t)foot + blocks * ROUNDING_SLACK(foot),
+                  "%s: %lld bytes held in %lld blocks, circuit_test_footprint says %zu", what,
+                  (long long)bytes, (long long)blocks, foot);
+}
+
+/* One call: allow, then done with `result`; the call must be admitted. */
+static void call(circuit_breaker *b, int result)
+{
+    circuit_ticket t;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(b, NULL, &t, &rej), "a call was rejected (%s)",
+              circuit_state_name(rej.state));
+    cr_assert(circuit_done(&t, result), "a result arrived late");
+}
+
+Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
+{
+    static const int shapes[][2] = {
+        {1, 1}, {64, 1}, {64, 64}, {1024, 32}, {65536, 65536},
+    };
+    int n = cpus();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int w = shapes[i][0], p = shapes[i][1];
+        circuit_spec s = spec_of(w, p);
+        circuit_breaker *b = NULL;
+        held before = now_held();
+        cr_assert_eq(circuit_new(&b, &s, NULL, 0), 0);
+        held after = now_held();
+        size_t foot = circuit_test_footprint(b);
+        size_t max = (size_t)CIRCUIT_FOOTPRINT_MAX(w, p, n);
+        cr_log_info("(window %d, probes %d, %d CPUs): footprint %zu bytes in %lld blocks, "
+                    "bound %zu",
+                    w, p, n, foot, (long long)(after.blocks - before.blocks), max);
+        char what[64];
+        snprintf(what, sizeof what, "(window %d, probes %d)", w, p);
+        assert_held(what, after.bytes - before.bytes, after.blocks - before.blocks, foot);
+        cr_assert_leq(foot, max, "%s: footprint %zu bytes > CIRCUIT_FOOTPRINT_MAX %zu", what,
+                      foot, max);
+        if (w == 64 && p == 1) /* issue 13: at most 1 536 bytes plus 64 per CPU */
+            cr_assert_leq(max, (size_t)1536 + 64u * (size_t)n,
+                          "CIRCUIT_FOOTPRINT_MAX(64, 1, %d) = %zu, above 1536 + 64 * %d", n, max, n);
+        circuit_free(b);
+        held gone = now_held();
+        cr_assert_eq(gone.blocks, before.blocks, "%s: blocks left after circuit_free", what);
+        cr_assert_eq(gone.bytes, before.bytes, "%s: bytes left after circuit_free", what);
+    }
+}
+
+Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it_all,
+     .timeout = 600)
+{
+    int n_cpus = cpus();
+    size_t max = (size_t)CIRCUIT_FOOTPRINT_MAX(WINDOW, PROBES, n_cpus);
+    circuit_spec s = spec_of(WINDOW, PROBES);
+
+    /* The array of pointers is the test's own memory: allocate it before the
+     * baseline so that only the breakers are measured. */
+    circuit_breaker **bs = calloc(N_BREAKERS, sizeof *bs);
+    cr_assert_not_null(bs);
+    circuit_test_clock_set(T0);
+    held base = now_held();
+
+    /* Build: each breaker holds exactly its footprint, within the bound. */
+    size_t foot0 = 0;
+    int64_t blocks0 = 0;
+    for (int i = 0; i < N_BREAKERS; i++) {
+        held before = now_held();
+        cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0, "circuit_new #%d", i);
+        held after = now_held();
+        size_t foot = circuit_test_footprint(bs[i]);
+        if (i == 0) {
+            foot0 = foot;
+            blocks0 = after.blocks - before.blocks;
+        }
+        cr_assert_eq(foot, foot0, "breaker #%d: footprint %zu, the first one's %zu", i, foot,
+                     foot0);
+        cr_assert_eq(after.blocks - before.blocks, blocks0, "breaker #%d: block count", i);
+        assert_held("a new breaker", after.bytes - before.bytes, after.blocks - before.blocks,
+                    foot);
+    }
+    cr_assert_leq(foot0, max,
+                  "(window %d, probes %d, %d CPUs): footprint %zu bytes > "
+                  "CIRCUIT_FOOTPRINT_MAX %zu",
+                  WINDOW, PROBES, n_cpus, foot0, max);
+    held built = now_held();
+    int64_t per_breaker = (built.bytes - base.bytes) / N_BREAKERS;
+    cr_log_info("%d breakers of (window %d, probes %d) on %d CPUs: %lld bytes each in %lld "
+                "blocks (footprint %zu, bound %zu), %.1f MB in all",
+                N_BREAKERS, WINDOW, PROBES, n_cpus, (long long)per_breaker, (long long)blocks0,
+                foot0, max, (double)(built.bytes - base.bytes) / 1e6);
+    assert_held("all breakers", built.bytes - base.bytes, built.blocks - base.blocks,
+                foot0 * N_BREAKERS);
+
+    /* Traffic through every breaker: successes and failures while closed;
+     * the FAILURES_TO_TRIP-th failure in a row trips it (transition 1). */
+    for (int i = 0; i < N_BREAKERS; i++) {
+        for (int k = 0; k < 5; k++)
+            call(bs[i], 0);
+        call(bs[i], -1);
+        call(bs[i], 0);
+        for (int k = 0; k < FAILURES_TO_TRIP; k++)
+            call(bs[i], -1);
+        cr_assert_eq(circuit_get_state(bs[i]), CIRCUIT_OPEN, "breaker #%d did not trip", i);
+        circuit_ticket t;
+        circuit_rejection rej;
+        cr_assert(!circuit_allow(bs[i], NULL, &t, &rej), "breaker #%d: open but admitted", i);
+        cr_assert_eq(rej.state, CIRCUIT_OPEN);
+    }
+    cr_assert_eq(transitions_seen, N_BREAKERS, "%lld transitions delivered",
+                 (long long)transitions_seen);
+    held tripped = now_held();
+    cr_assert_eq(tripped.blocks, built.blocks, "traffic left %lld blocks more",
+                 (long long)(tripped.blocks - built.blocks));
+    cr_assert_eq(tripped.bytes, built.bytes, "traffic left %lld bytes more",
+                 (long long)(tripped.bytes - built.bytes));
+
+    /* The open period ends: each breaker's next call is a probe (transition
+     * 2, open -> half-open) whose success closes it (transition 3); then it
+     * counts results again. */
+    circuit_test_clock_advance(s.config.open_for_ns);
+    for (int i = 0; i < N_BREAKERS; i++) {
+        call(bs[i], 0);
+        cr_assert_eq(circuit_get_state(bs[i]), CIRCUIT_CLOSED, "breaker #%d did not close", i);
+        call(bs[i], 0);
+        call(bs[i], -1);
+    }
+    cr_assert_eq(transitions_seen, 3 * (int64_t)N_BREAKERS, "%lld transitions delivered",
+                 (long long)transitions_seen);
+    held closed = now_held();
+    cr_assert_eq(closed.blocks, built.blocks, "probing left %lld blocks more",
+                 (long long)(closed.blocks - built.blocks));
+    cr_assert_eq(closed.bytes, built.bytes, "probing left %lld bytes more",
+                 (long long)(closed.bytes - built.bytes));
+    for (int i = 0; i < N_BREAKERS; i++)
+        cr_assert_eq(circuit_test_footprint(bs[i]), foot0, "breaker #%d grew", i);
+
+    /* Free: everything comes back. */
+    for (int i = 0; i < N_BREAKERS; i++)
+        circuit_free(bs[i]);
+    held gone = now_held();
+    cr_assert_eq(gone.blocks, base.blocks, "%lld blocks not freed",
+                 (long long)(gone.blocks - base.blocks));
+    cr_assert_eq(gone.bytes, base.bytes, "%lld bytes not freed",
+                 (long long)(gone.bytes - base.bytes));
+    free(bs);
+}
