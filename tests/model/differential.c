@@ -1367,8 +1367,10 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
     }
     if (r->long_win) {
         r->prof = &churn;
+        /* below the trip threshold (about window/2) by some 8 sigma until
+         * the window is full, so that it does not trip before */
         r->succ_w = 50;
-        r->fail_w = 50;
+        r->fail_w = 47;
         r->ign_w = 3;
     }
     long next_phase = 200 + rnd_below(&r->rng, 600);
@@ -1381,8 +1383,10 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
             goto out;
         /* window run: once the window is full, lean to failures so that it
          * trips on a full, sliding window (C1 at 65536) */
-        if (r->long_win && r->max_window == CIRCUIT_MAX_COUNT && r->n_full_trips == 0)
-            r->fail_w = 56;
+        if (r->long_win && r->max_window == CIRCUIT_MAX_COUNT && r->n_full_trips == 0) {
+            r->succ_w = 40;
+            r->fail_w = 60;
+        }
     }
     if (r->long_win && r->ops >= OPS_PER_SEED && r->n_full_trips == 0) {
         describe(r, "end of the window run");
