@@ -578,12 +578,13 @@ def make_headline(runs):
                 h["hung_latency_ms"][r] = {"p50": p["wrk"]["p50_ms"], "p99": p["wrk"]["p99_ms"]}
     if "on" in runs:
         on = runs["on"]
-        h["back_to_closed_s"] = back_to_closed(on)
+        bc = back_to_closed(on)
+        h["back_to_closed_s"] = None if bc is None else round(bc, 3)
         ids = [p["id"] for p in on["phases"]]
         if "back" in ids and ids.index("back") > 0:
             h["state_when_back"] = on["phases"][ids.index("back") - 1]["state_at_end"]
         roles = {p["id"]: p["role"] for p in on["phases"]}
-        h["open_periods_s"] = [t["open_for_s"] for t in on["transitions"]
+        h["open_periods_s"] = [round(t["open_for_s"], 6) for t in on["transitions"]
                                if t["to"] == "open" and roles.get(t["phase"]) == "outage"]
     return h
 
