@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -147,32 +148,180 @@ static void assert_state(circuit_breaker *b, circuit_state want)
     cr_assert_eq(s, want, "state %s, want %s", circuit_state_name(s), circuit_state_name(want));
 }
 
+/* ---- scenarios: the shape most rows share ---------------------------------- */
+/* Most rows build one breaker from a preset (or a policy of their own) and
+ * drive it with whole calls, tickets held across steps, clock moves and
+ * checks. Such a row is a table of steps that play() runs: ROW(name, ...)
+ * defines the test `name` from one scenario; a row that needs more calls
+ * play() itself. Every step that checks something is one assertion of the
+ * row. */
+
+#define MAX_STEPS 40
+#define MAX_TICKETS 8
+
+typedef enum step_op {
+    OP_END,           /* the last step */
+    OP_CALL,          /* n whole calls with result a: each admitted, each counted */
+    OP_BEGIN,         /* allow into ticket n: admitted */
+    OP_DONE,          /* done(ticket n, a): returns b (1: counted, 0: late) */
+    OP_RELEASE,       /* release(ticket n) */
+    OP_ADVANCE,       /* the test clock moves a ns */
+    OP_STATE,         /* circuit_get_state is a */
+    OP_REJECTED,      /* allow is rejected */
+    OP_REJECTED_AS,   /* allow is rejected with state a */
+    OP_RETRY_AFTER,   /* allow is rejected with retry_after_ns a */
+    OP_REJECTION,     /* allow is rejected with state a, retry_after_ns b, and its
+                         formatted text names `text` */
+    OP_TRANSITION,    /* transition n (0-based) is from a to b, generation n + 1 */
+    OP_COUNT,         /* transition n's final count `text` is a */
+    OP_TRANSITIONS,   /* a transitions delivered */
+    OP_NONE_TO,       /* no transition delivered so far went to state a */
+    OP_NONE_PENDING,  /* circuit_test_pending is 0 */
+} step_op;
+
+typedef struct step {
+    step_op     op;
+    int         n;
+    int64_t     a, b;
+    size_t      field;  /* OP_COUNT: offsetof(circuit_counts, ...) */
+    const char *text;
+} step;
+
+#define CALLS(n_, rc) {.op = OP_CALL, .n = (n_), .a = (rc)}
+#define CALL(rc) CALLS(1, rc)
+#define BEGIN(k) {.op = OP_BEGIN, .n = (k)}
+#define DONE(k, rc) {.op = OP_DONE, .n = (k), .a = (rc), .b = 1}
+#define DONE_LATE(k, rc) {.op = OP_DONE, .n = (k), .a = (rc), .b = 0}
+#define RELEASE(k) {.op = OP_RELEASE, .n = (k)}
+#define ADVANCE(ns) {.op = OP_ADVANCE, .a = (ns)}
+#define STATE(s) {.op = OP_STATE, .a = CIRCUIT_##s}
+#define REJECTED {.op = OP_REJECTED}
+#define REJECTED_AS(s) {.op = OP_REJECTED_AS, .a = CIRCUIT_##s}
+#define RETRY_AFTER(ns) {.op = OP_RETRY_AFTER, .a = (ns)}
+#define REJECTION(s, ns, words) \
+    {.op = OP_REJECTION, .a = CIRCUIT_##s, .b = (ns), .text = (words)}
+#define TRANSITION(i, from, to) \
+    {.op = OP_TRANSITION, .n = (i), .a = CIRCUIT_##from, .b = CIRCUIT_##to}
+#define COUNT(i, f, v) \
+    {.op = OP_COUNT, .n = (i), .a = (v), .field = offsetof(circuit_counts, f), .text = #f}
+#define TRANSITIONS(k) {.op = OP_TRANSITIONS, .a = (k)}
+#define NONE_TO(s) {.op = OP_NONE_TO, .a = CIRCUIT_##s}
+#define NONE_PENDING {.op = OP_NONE_PENDING}
+
+typedef struct scenario {
+    circuit_config config;
+    struct { int64_t failures, successes; } consecutive;   /* the preset, when failures > 0 */
+    struct { int64_t min_results; double ratio; int64_t successes; } failure_rate; /* when ratio > 0 */
+    circuit_policy policy;        /* otherwise */
+    circuit_classify_fn classify; /* NULL: circuit_classify_errno */
+    step steps[MAX_STEPS];
+} scenario;
+
+static void play(const scenario *s)
+{
+    circuit_consecutive cp;
+    circuit_failure_rate fr;
+    circuit_policy pol = s->policy;
+    if (s->consecutive.failures > 0)
+        pol = consecutive(&cp, s->consecutive.failures, s->consecutive.successes);
+    else if (s->failure_rate.ratio > 0)
+        pol = failure_rate(&fr, &s->config, s->failure_rate.min_results, s->failure_rate.ratio,
+                           s->failure_rate.successes);
+    rec r = {0};
+    circuit_breaker *b = breaker(s->config, pol, s->classify ? s->classify : circuit_classify_errno,
+                                 &r);
+    circuit_ticket t[MAX_TICKETS];
+    char text[128];
+    for (int i = 0; i < MAX_STEPS && s->steps[i].op != OP_END; i++) {
+        const step *st = &s->steps[i];
+        circuit_rejection rej;
+        switch (st->op) {
+        case OP_END:
+            break;
+        case OP_CALL:
+            for (int k = 0; k < st->n; k++)
+                admitted(b, (int)st->a);
+            break;
+        case OP_BEGIN:
+            begin(b, &t[st->n]);
+            break;
+        case OP_DONE:
+            cr_assert_eq(circuit_done(&t[st->n], (int)st->a), st->b != 0,
+                         "step %d: done(ticket %d, %d) %s", i, st->n, (int)st->a,
+                         st->b ? "was discarded as late" : "counted a late result");
+            break;
+        case OP_RELEASE:
+            circuit_release(&t[st->n]);
+            break;
+        case OP_ADVANCE:
+            circuit_test_clock_advance(st->a);
+            break;
+        case OP_STATE:
+            assert_state(b, (circuit_state)st->a);
+            break;
+        case OP_REJECTED:
+            rejected(b);
+            break;
+        case OP_REJECTED_AS:
+            cr_assert_eq(rejected(b).state, (circuit_state)st->a, "step %d", i);
+            break;
+        case OP_RETRY_AFTER:
+            cr_assert_eq(rejected(b).retry_after_ns, st->a, "step %d", i);
+            break;
+        case OP_REJECTION:
+            rej = rejected(b);
+            cr_assert_eq(rej.state, (circuit_state)st->a, "step %d", i);
+            cr_assert_eq(rej.retry_after_ns, st->b, "step %d", i);
+            if (st->text != NULL) {
+                cr_assert_gt(circuit_rejection_format(&rej, text, sizeof text), 0);
+                cr_assert(strstr(text, st->text) != NULL, "%s", text);
+            }
+            break;
+        case OP_TRANSITION:
+            assert_transition(&r, st->n, (circuit_state)st->a, (circuit_state)st->b);
+            break;
+        case OP_COUNT: {
+            int64_t v;
+            memcpy(&v, (const char *)&r.t[st->n].counts + st->field, sizeof v);
+            cr_assert_eq(v, st->a, "step %d: transition %d: %s = %lld, want %lld", i, st->n + 1,
+                         st->text, (long long)v, (long long)st->a);
+            break;
+        }
+        case OP_TRANSITIONS:
+            cr_assert_eq(r.n, st->a, "step %d: %d transitions delivered", i, r.n);
+            break;
+        case OP_NONE_TO:
+            for (int k = 0; k < r.n && k < MAX_REC; k++)
+                cr_assert_neq(r.t[k].to, (circuit_state)st->a, "step %d: transition %d went to %s",
+                              i, k + 1, circuit_state_name(r.t[k].to));
+            break;
+        case OP_NONE_PENDING:
+            cr_assert_eq(circuit_test_pending(b), 0);
+            break;
+        }
+    }
+    circuit_free(b);
+}
+
+#define ROW(name, ...)                                                           \
+    Test(compat, name)                                                           \
+    {                                                                            \
+        play(&(const scenario){__VA_ARGS__});                                    \
+    }
+
 /* ======================================================================== */
 /* sony/gobreaker                                                            */
 /* ======================================================================== */
 
-Test(compat, gobreaker_ready_to_trip_default_more_than_5_consecutive)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(100, 1, 60 * SEC, 10 * SEC), consecutive(&p, 6, 1),
-                                 circuit_classify_errno, &r);
-    for (int i = 0; i < 5; i++)
-        admitted(b, -EIO);
-    admitted(b, 0); /* a success ends the run: 5 failures are not "more than 5" */
-    for (int i = 0; i < 5; i++)
-        admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED); /* 10 failures in total, 5 in a row */
-    cr_assert_eq(r.n, 0);
-    admitted(b, -EIO); /* the 6th in a row */
-    assert_state(b, CIRCUIT_OPEN);
-    assert_transition(&r, 0, CIRCUIT_CLOSED, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.consecutive_failures, 6);
-    cr_assert_eq(r.t[0].counts.failures, 11);
-    cr_assert_eq(r.t[0].counts.successes, 1);
-    cr_assert_eq(rejected(b).state, CIRCUIT_OPEN);
-    circuit_free(b);
-}
+ROW(gobreaker_ready_to_trip_default_more_than_5_consecutive,
+    .config = {100, 1, 60 * SEC, 10 * SEC}, .consecutive = {6, 1},
+    .steps = {CALLS(5, -EIO),
+              CALL(0), /* a success ends the run: 5 failures are not "more than 5" */
+              CALLS(5, -EIO), STATE(CLOSED), /* 10 failures in total, 5 in a row */
+              TRANSITIONS(0),
+              CALL(-EIO), /* the 6th in a row */
+              STATE(OPEN), TRANSITION(0, CLOSED, OPEN), COUNT(0, consecutive_failures, 6),
+              COUNT(0, failures, 11), COUNT(0, successes, 1), REJECTED_AS(OPEN)})
 
 /* A gobreaker-style ReadyToTrip: "at least 3 results, at least 2 failures". */
 static circuit_counts g_asked[64];
@@ -197,60 +346,41 @@ static circuit_state probe_close_on_success(void *arg, const circuit_counts *c)
 
 Test(compat, gobreaker_ready_to_trip_custom_counts_asked_after_every_result)
 {
-    rec r = {0};
-    circuit_policy pol = {trip_two_of_three, probe_close_on_success, NULL};
-    circuit_breaker *b = breaker(config(3, 1, SEC, SEC), pol, circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED);
     /* gobreaker would not ask ReadyToTrip after a success; libcircuit does
-     * (SPEC S2), so this success trips: the window now holds 3 results. */
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_OPEN);
+     * while the window holds a failure (SPEC S2), so the success trips: the
+     * window then holds 3 results. */
+    play(&(const scenario){
+        .config = {3, 1, SEC, SEC},
+        .policy = {.trip = trip_two_of_three, .probe = probe_close_on_success},
+        .steps = {CALL(-EIO), CALL(-EIO), STATE(CLOSED), CALL(0), STATE(OPEN),
+                  TRANSITION(0, CLOSED, OPEN), COUNT(0, successes, 1), COUNT(0, failures, 2)}});
     cr_assert_geq(g_asks, 3);
     const circuit_counts *last = &g_asked[(g_asks < 64 ? g_asks : 64) - 1];
     cr_assert_eq(last->successes, 1);
     cr_assert_eq(last->failures, 2);
     cr_assert_eq(last->consecutive_successes, 1);
     cr_assert_eq(last->consecutive_failures, 0);
-    assert_transition(&r, 0, CIRCUIT_CLOSED, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.successes, 1);
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    circuit_free(b);
 }
 
 Test(compat, gobreaker_max_requests_is_probes_and_successes)
 {
     /* MaxRequests = 3 -> probes = 3 and successes = 3 */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 3, SEC, 10 * SEC), consecutive(&p, 1, 3),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket a, bb, c, d;
-    begin(b, &a);
-    begin(b, &bb);
-    begin(b, &c);
-    circuit_rejection rej = rejected(b); /* ErrTooManyRequests */
-    cr_assert_eq(rej.state, CIRCUIT_HALF_OPEN);
-    cr_assert_eq(rej.retry_after_ns, 0);
-    cr_assert(circuit_done(&a, 0));
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    /* the difference: a settled probe frees its slot (probes is "in flight") */
-    begin(b, &d);
-    cr_assert(circuit_done(&bb, 0));
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    cr_assert(circuit_done(&c, 0)); /* third success in a row closes */
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.consecutive_successes, 3);
-    cr_assert_not(circuit_done(&d, 0), "a probe settled after the close is late");
-    cr_assert_eq(r.n, 3);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 3, SEC, 10 * SEC}, .consecutive = {1, 3},
+        .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), BEGIN(2),
+                  REJECTION(HALF_OPEN, 0, NULL), /* ErrTooManyRequests */
+                  DONE(0, 0), STATE(HALF_OPEN),
+                  /* the difference: a settled probe frees its slot (probes is "in flight") */
+                  BEGIN(3), DONE(1, 0), STATE(HALF_OPEN),
+                  DONE(2, 0), /* third success in a row closes */
+                  STATE(CLOSED), TRANSITION(2, HALF_OPEN, CLOSED),
+                  COUNT(2, consecutive_successes, 3),
+                  DONE_LATE(3, 0), /* a probe settled after the close is late */
+                  TRANSITIONS(3)}});
 
     /* gobreaker turns MaxRequests 0 into 1; libcircuit refuses it */
-    circuit_consecutive q;
+    circuit_consecutive p, q;
+    rec r = {0};
     char err[256];
     cr_assert_eq(circuit_consecutive_init(&q, 1, 0, err, sizeof err), EINVAL);
     cr_assert(strstr(err, "successes = 0") != NULL, "%s", err);
@@ -265,58 +395,28 @@ Test(compat, gobreaker_max_requests_is_probes_and_successes)
     cr_assert(strstr(err, "probes") != NULL, "%s", err);
 }
 
-Test(compat, gobreaker_half_open_failure_reopens_successes_close)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 2, SEC, 10 * SEC), consecutive(&p, 1, 2),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket a, c;
-    begin(b, &a);
-    begin(b, &c);
-    cr_assert(circuit_done(&a, 0));
-    circuit_test_clock_advance(5 * MS);
-    cr_assert(circuit_done(&c, -EIO)); /* S4: any failed probe reopens */
-    assert_state(b, CIRCUIT_OPEN);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[2].counts.successes, 1);
-    cr_assert_eq(r.t[2].counts.failures, 1);
-    /* a full open period from the failed probe */
-    cr_assert_eq(rejected(b).retry_after_ns, SEC);
-    circuit_test_clock_advance(SEC - 1);
-    cr_assert_eq(rejected(b).retry_after_ns, 1);
-    circuit_test_clock_advance(1);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    admitted(b, 0); /* 2 in a row */
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 4, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[4].counts.consecutive_successes, 2);
-    circuit_free(b);
-}
+ROW(gobreaker_half_open_failure_reopens_successes_close,
+    .config = {10, 2, SEC, 10 * SEC}, .consecutive = {1, 2},
+    .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), DONE(0, 0), ADVANCE(5 * MS),
+              DONE(1, -EIO), /* S4: any failed probe reopens */
+              STATE(OPEN), TRANSITION(2, HALF_OPEN, OPEN), COUNT(2, successes, 1),
+              COUNT(2, failures, 1),
+              RETRY_AFTER(SEC), /* a full open period from the failed probe */
+              ADVANCE(SEC - 1), RETRY_AFTER(1), ADVANCE(1), CALL(0), STATE(HALF_OPEN),
+              CALL(0), /* 2 in a row */
+              STATE(CLOSED), TRANSITION(4, HALF_OPEN, CLOSED), COUNT(4, consecutive_successes, 2)})
 
 Test(compat, gobreaker_timeout_is_open_for_ns_exact_and_required)
 {
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(60 * SEC - 1);
-    circuit_rejection rej = rejected(b); /* TM2 */
-    cr_assert_eq(rej.state, CIRCUIT_OPEN);
-    cr_assert_eq(rej.retry_after_ns, 1);
-    circuit_test_clock_advance(1);
-    circuit_ticket t;
-    begin(b, &t);
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    assert_transition(&r, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN);
-    cr_assert(circuit_done(&t, 0));
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, 60 * SEC, SEC}, .consecutive = {1, 1},
+        .steps = {CALL(-EIO), ADVANCE(60 * SEC - 1), REJECTION(OPEN, 1, NULL), /* TM2 */
+                  ADVANCE(1), BEGIN(0), STATE(HALF_OPEN), TRANSITION(1, OPEN, HALF_OPEN),
+                  DONE(0, 0)}});
 
     /* gobreaker turns Timeout <= 0 into 60 s; libcircuit refuses it (CFG1) */
+    circuit_consecutive p;
+    rec r = {0};
     int64_t bad[] = {0, -1};
     for (size_t i = 0; i < 2; i++) {
         circuit_spec s = {.config = config(10, 1, bad[i], SEC),
@@ -334,36 +434,22 @@ Test(compat, gobreaker_timeout_is_open_for_ns_exact_and_required)
 
 Test(compat, gobreaker_interval_no_equivalent_counts_survive_idle_time)
 {
-    /* consecutive: a run is not cut by time */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, SEC), consecutive(&p, 3, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(3600 * SEC); /* any Interval would have cleared the counts */
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.consecutive_failures, 3);
-    circuit_free(b);
+    /* consecutive: a run is not cut by time (any Interval would have
+     * cleared the counts during the hour) */
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .consecutive = {3, 1},
+        .steps = {CALLS(2, -EIO), ADVANCE(3600 * SEC), CALL(-EIO), STATE(OPEN),
+                  COUNT(0, consecutive_failures, 3)}});
 
     /* failure rate: the window forgets by results, not by time */
-    circuit_failure_rate fr;
-    rec r2 = {0};
-    circuit_config c = config(4, 1, SEC, SEC);
-    circuit_breaker *b2 = breaker(c, failure_rate(&fr, &c, 4, 0.5, 1), circuit_classify_errno, &r2);
-    admitted(b2, -EIO);
-    circuit_test_clock_advance(3600 * SEC);
-    for (int i = 0; i < 4; i++)
-        admitted(b2, 0); /* these push the old failure out */
-    admitted(b2, -EIO);
-    assert_state(b2, CIRCUIT_CLOSED); /* window: S S S F */
-    circuit_test_clock_advance(3600 * SEC);
-    admitted(b2, -EIO); /* window: S S F F, however far apart in time */
-    assert_state(b2, CIRCUIT_OPEN);
-    cr_assert_eq(r2.t[0].counts.failures, 2);
-    cr_assert_eq(r2.t[0].counts.successes, 2);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {4, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1},
+        .steps = {CALL(-EIO), ADVANCE(3600 * SEC),
+                  CALLS(4, 0), /* these push the old failure out */
+                  CALL(-EIO), STATE(CLOSED), /* window: S S S F */
+                  ADVANCE(3600 * SEC),
+                  CALL(-EIO), /* window: S S F F, however far apart in time */
+                  STATE(OPEN), COUNT(0, failures, 2), COUNT(0, successes, 2)}});
 }
 
 /* OnStateChange cannot call the breaker (it runs under the mutex); observe can
@@ -419,115 +505,45 @@ static circuit_outcome classify_enoent_is_success(void *arg, void *call_ctx, int
 
 Test(compat, gobreaker_is_successful_is_classify)
 {
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, SEC), consecutive(&p, 2, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, 0); /* default IsSuccessful: err == nil */
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .consecutive = {2, 1},
+        .steps = {CALL(-EIO), CALL(0), /* default IsSuccessful: err == nil */
+                  CALL(-EIO), STATE(CLOSED), CALL(-EIO), STATE(OPEN)}});
 
     /* a custom IsSuccessful: "not found" is a good answer */
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(config(10, 1, SEC, SEC), consecutive(&p, 2, 1),
-                                  classify_enoent_is_success, &r2);
-    admitted(b2, -EIO);
-    admitted(b2, -ENOENT);
-    admitted(b2, -EIO);
-    assert_state(b2, CIRCUIT_CLOSED);
-    admitted(b2, -EIO);
-    assert_state(b2, CIRCUIT_OPEN);
-    cr_assert_eq(r2.t[0].counts.successes, 1);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .consecutive = {2, 1}, .classify = classify_enoent_is_success,
+        .steps = {CALL(-EIO), CALL(-ENOENT), CALL(-EIO), STATE(CLOSED), CALL(-EIO), STATE(OPEN),
+                  COUNT(0, successes, 1)}});
 }
 
-Test(compat, gobreaker_is_excluded_is_ignored)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 2, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, -ECANCELED); /* C5: neither counted nor ending the run */
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    cr_assert_eq(r.t[0].counts.successes, 0);
-    cr_assert_eq(r.t[0].counts.consecutive_failures, 2);
+ROW(gobreaker_is_excluded_is_ignored,
+    .config = {10, 1, SEC, 10 * SEC}, .consecutive = {2, 1},
+    .steps = {CALL(-EIO), CALL(-ECANCELED), /* C5: neither counted nor ending the run */
+              CALL(-EIO), STATE(OPEN), COUNT(0, failures, 2), COUNT(0, successes, 0),
+              COUNT(0, consecutive_failures, 2),
+              /* half-open: an ignored probe frees its slot and decides nothing */
+              ADVANCE(SEC), BEGIN(0), REJECTED, DONE(0, -ECANCELED), STATE(HALF_OPEN), CALL(0),
+              STATE(CLOSED), TRANSITION(2, HALF_OPEN, CLOSED), COUNT(2, successes, 1),
+              COUNT(2, failures, 0)})
 
-    /* half-open: an ignored probe frees its slot and decides nothing */
-    circuit_test_clock_advance(SEC);
-    circuit_ticket t;
-    begin(b, &t);
-    rejected(b);
-    cr_assert(circuit_done(&t, -ECANCELED));
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.successes, 1);
-    cr_assert_eq(r.t[2].counts.failures, 0);
-    circuit_free(b);
-}
+ROW(gobreaker_err_open_state_and_too_many_requests_are_rejections,
+    .config = {10, 1, 2 * SEC, 10 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(500 * MS),
+              REJECTION(OPEN, 1500 * MS, "open"), /* ErrOpenState */
+              ADVANCE(1500 * MS), BEGIN(0),
+              REJECTION(HALF_OPEN, 0, "half-open"), /* ErrTooManyRequests */
+              DONE(0, 0)})
 
-Test(compat, gobreaker_err_open_state_and_too_many_requests_are_rejections)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 2 * SEC, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(500 * MS);
-    circuit_rejection rej = rejected(b); /* ErrOpenState */
-    cr_assert_eq(rej.state, CIRCUIT_OPEN);
-    cr_assert_eq(rej.retry_after_ns, 1500 * MS);
-    char text[128];
-    cr_assert_gt(circuit_rejection_format(&rej, text, sizeof text), 0);
-    cr_assert(strstr(text, "open") != NULL, "%s", text);
-    circuit_test_clock_advance(1500 * MS);
-    circuit_ticket t;
-    begin(b, &t);
-    rej = rejected(b); /* ErrTooManyRequests */
-    cr_assert_eq(rej.state, CIRCUIT_HALF_OPEN);
-    cr_assert_eq(rej.retry_after_ns, 0);
-    cr_assert_gt(circuit_rejection_format(&rej, text, sizeof text), 0);
-    cr_assert(strstr(text, "half-open") != NULL, "%s", text);
-    cr_assert(circuit_done(&t, 0));
-    circuit_free(b);
-}
-
-Test(compat, gobreaker_two_step_is_allow_and_done_late_result_reported)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    circuit_ticket a, c;
-    begin(b, &a);
-    begin(b, &c);
-    cr_assert(circuit_done(&c, -EIO)); /* trips */
-    assert_state(b, CIRCUIT_OPEN);
-    /* T2: gobreaker drops this silently; libcircuit says so */
-    cr_assert_not(circuit_done(&a, 0));
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.n, 1);
-
-    /* release settles without a result and frees the probe slot */
-    circuit_test_clock_advance(SEC);
-    circuit_ticket t;
-    begin(b, &t);
-    rejected(b);
-    circuit_release(&t);
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.successes, 1);
-    circuit_free(b);
-}
+ROW(gobreaker_two_step_is_allow_and_done_late_result_reported,
+    .config = {10, 1, SEC, 10 * SEC}, .consecutive = {1, 1},
+    .steps = {BEGIN(0), BEGIN(1), DONE(1, -EIO), /* trips */
+              STATE(OPEN),
+              DONE_LATE(0, 0), /* T2: gobreaker drops this silently; libcircuit says so */
+              STATE(OPEN), TRANSITIONS(1),
+              /* release settles without a result and frees the probe slot */
+              ADVANCE(SEC), BEGIN(2), REJECTED, RELEASE(2), STATE(HALF_OPEN), CALL(0),
+              STATE(CLOSED), COUNT(2, successes, 1)})
 
 /* The shape of gobreaker's Execute in C: the guard settles the ticket on any
  * way out of the scope. */
@@ -579,25 +595,14 @@ Test(compat, gobreaker_execute_panic_is_guard_counts_nothing)
     circuit_free(b);
 }
 
-Test(compat, gobreaker_state_is_pure_read)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC - 1);
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_test_clock_advance(1);
-    assert_state(b, CIRCUIT_HALF_OPEN); /* S5 */
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    cr_assert_eq(r.n, 1, "circuit_get_state made a transition");
-    cr_assert_eq(circuit_test_pending(b), 0);
-    admitted(b, 0);
-    assert_transition(&r, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    circuit_free(b);
-}
+ROW(gobreaker_state_is_pure_read,
+    .config = {10, 1, SEC, SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(SEC - 1), STATE(OPEN), ADVANCE(1),
+              STATE(HALF_OPEN), /* S5 */
+              STATE(HALF_OPEN),
+              TRANSITIONS(1), /* circuit_get_state made no transition */
+              NONE_PENDING, CALL(0), TRANSITION(1, OPEN, HALF_OPEN),
+              TRANSITION(2, HALF_OPEN, CLOSED)})
 
 Test(compat, gobreaker_distributed_no_equivalent_breakers_are_independent)
 {
@@ -626,112 +631,46 @@ Test(compat, gobreaker_distributed_no_equivalent_breakers_are_independent)
 /* pybreaker and its R port                                                  */
 /* ======================================================================== */
 
-Test(compat, pybreaker_fail_max_opens_on_n_in_a_row_not_n_in_total)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 2, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, 0);
-    admitted(b, -EIO);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED); /* 2 errors in total, never in a row */
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 4);
-    cr_assert_eq(r.t[0].counts.consecutive_failures, 2);
-    circuit_free(b);
-}
+ROW(pybreaker_fail_max_opens_on_n_in_a_row_not_n_in_total,
+    .config = {10, 1, 60 * SEC, SEC}, .consecutive = {2, 1},
+    .steps = {CALL(-EIO), CALL(0), CALL(-EIO), CALL(0),
+              STATE(CLOSED), /* 2 errors in total, never in a row */
+              CALL(-EIO), CALL(-EIO), STATE(OPEN), COUNT(0, failures, 4),
+              COUNT(0, consecutive_failures, 2)})
 
-Test(compat, pybreaker_reset_timeout_is_open_for_ns)
-{
-    /* reset_timeout = 60 (s) -> open_for_ns = 60e9 */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    cr_assert_eq(rejected(b).retry_after_ns, 60 * SEC);
-    circuit_test_clock_advance(60 * SEC - 1);
-    cr_assert_eq(rejected(b).retry_after_ns, 1);
-    circuit_test_clock_advance(1);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    circuit_free(b);
-}
+/* reset_timeout = 60 (s) -> open_for_ns = 60e9 */
+ROW(pybreaker_reset_timeout_is_open_for_ns,
+    .config = {10, 1, 60 * SEC, SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), RETRY_AFTER(60 * SEC), ADVANCE(60 * SEC - 1), RETRY_AFTER(1),
+              ADVANCE(1), CALL(0), STATE(CLOSED)})
 
-Test(compat, pybreaker_half_open_admits_one_trial_call)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket trial;
-    begin(b, &trial);
-    for (int i = 0; i < 3; i++) {
-        circuit_rejection rej = rejected(b);
-        cr_assert_eq(rej.state, CIRCUIT_HALF_OPEN);
-        cr_assert_eq(rej.retry_after_ns, 0);
-    }
-    cr_assert(circuit_done(&trial, 0));
-    admitted(b, 0);
-    admitted(b, 0);
-    circuit_free(b);
-}
+ROW(pybreaker_half_open_admits_one_trial_call,
+    .config = {10, 1, SEC, 10 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), REJECTION(HALF_OPEN, 0, NULL),
+              REJECTION(HALF_OPEN, 0, NULL), REJECTION(HALF_OPEN, 0, NULL), DONE(0, 0), CALL(0),
+              CALL(0)})
 
 Test(compat, pybreaker_trial_success_closes)
 {
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.consecutive_successes, 1);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, SEC, 10 * SEC}, .consecutive = {1, 1},
+        .steps = {CALL(-EIO), ADVANCE(SEC), CALL(0), STATE(CLOSED),
+                  TRANSITION(2, HALF_OPEN, CLOSED), COUNT(2, consecutive_successes, 1)}});
 
     /* success_threshold = 3 -> successes = 3: three trials in a row */
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 1, 3),
-                                  circuit_classify_errno, &r2);
-    admitted(b2, -EIO);
-    circuit_test_clock_advance(SEC);
-    admitted(b2, 0);
-    admitted(b2, 0);
-    assert_state(b2, CIRCUIT_HALF_OPEN);
-    admitted(b2, 0);
-    assert_state(b2, CIRCUIT_CLOSED);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 1, SEC, 10 * SEC}, .consecutive = {1, 3},
+        .steps = {CALL(-EIO), ADVANCE(SEC), CALL(0), CALL(0), STATE(HALF_OPEN), CALL(0),
+                  STATE(CLOSED)}});
 }
 
-Test(compat, pybreaker_trial_failure_reopens_for_full_period)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 30 * SEC, 60 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(30 * SEC);
-    circuit_ticket trial;
-    begin(b, &trial);
-    circuit_test_clock_advance(7 * SEC); /* the trial takes a while */
-    cr_assert(circuit_done(&trial, -EIO));
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(rejected(b).retry_after_ns, 30 * SEC); /* from the failure, not the trial's start */
-    circuit_test_clock_advance(30 * SEC - 1);
-    cr_assert_eq(rejected(b).retry_after_ns, 1);
-    circuit_test_clock_advance(1);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    circuit_free(b);
-}
+ROW(pybreaker_trial_failure_reopens_for_full_period,
+    .config = {10, 1, 30 * SEC, 60 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(30 * SEC), BEGIN(0),
+              ADVANCE(7 * SEC), /* the trial takes a while */
+              DONE(0, -EIO), STATE(OPEN),
+              RETRY_AFTER(30 * SEC), /* from the failure, not the trial's start */
+              ADVANCE(30 * SEC - 1), RETRY_AFTER(1), ADVANCE(1), CALL(0), STATE(CLOSED)})
 
 /* The guarded function counts its runs, like `calls` in the R vignette. */
 static int g_service_runs;
@@ -788,136 +727,62 @@ static circuit_outcome classify_enoent_ignored(void *arg, void *call_ctx, int re
 Test(compat, pybreaker_exclude_is_classify_success)
 {
     /* exclude=[NotFound]: counted as a success, so it resets the count */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, SEC), consecutive(&p, 2, 1),
-                                 classify_enoent_is_success, &r);
-    admitted(b, -EIO);
-    admitted(b, -ENOENT);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .consecutive = {2, 1}, .classify = classify_enoent_is_success,
+        .steps = {CALL(-EIO), CALL(-ENOENT), CALL(-EIO), STATE(CLOSED), CALL(-EIO),
+                  STATE(OPEN)}});
 
     /* IGNORED is a different thing: the run goes on across it */
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(config(10, 1, SEC, SEC), consecutive(&p, 2, 1),
-                                  classify_enoent_ignored, &r2);
-    admitted(b2, -EIO);
-    admitted(b2, -ENOENT);
-    admitted(b2, -EIO);
-    assert_state(b2, CIRCUIT_OPEN);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .consecutive = {2, 1}, .classify = classify_enoent_ignored,
+        .steps = {CALL(-EIO), CALL(-ENOENT), CALL(-EIO), STATE(OPEN)}});
 }
 
-Test(compat, pybreaker_async_calls_started_before_settling_all_go_through)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 2, 1),
-                                 circuit_classify_errno, &r);
-    circuit_ticket t[5];
-    for (int i = 0; i < 5; i++)
-        begin(b, &t[i]); /* nothing has settled yet: all go through */
-    cr_assert(circuit_done(&t[0], -EIO));
-    cr_assert(circuit_done(&t[1], -EIO));
-    assert_state(b, CIRCUIT_OPEN);
-    for (int i = 2; i < 5; i++)
-        cr_assert_not(circuit_done(&t[i], -EIO), "result %d of the closed state counted after it", i);
-    cr_assert_eq(r.n, 1);
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    cr_assert_eq(rejected(b).retry_after_ns, 60 * SEC);
-    circuit_free(b);
-}
+ROW(pybreaker_async_calls_started_before_settling_all_go_through,
+    .config = {10, 1, 60 * SEC, SEC}, .consecutive = {2, 1},
+    .steps = {BEGIN(0), BEGIN(1), BEGIN(2), BEGIN(3), BEGIN(4), /* nothing has settled yet */
+              DONE(0, -EIO), DONE(1, -EIO), STATE(OPEN),
+              /* the results of the closed state that come after it are not counted */
+              DONE_LATE(2, -EIO), DONE_LATE(3, -EIO), DONE_LATE(4, -EIO),
+              TRANSITIONS(1), COUNT(0, failures, 2), RETRY_AFTER(60 * SEC)})
 
-Test(compat, pybreaker_async_only_one_trial_while_half_open)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket trial;
-    begin(b, &trial);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(rejected(b).state, CIRCUIT_HALF_OPEN);
-    cr_assert(circuit_done(&trial, -ECANCELED)); /* settles, decides nothing */
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    circuit_ticket trial2;
-    begin(b, &trial2);
-    cr_assert_eq(rejected(b).state, CIRCUIT_HALF_OPEN);
-    cr_assert(circuit_done(&trial2, 0));
-    assert_state(b, CIRCUIT_CLOSED);
-    circuit_free(b);
-}
+ROW(pybreaker_async_only_one_trial_while_half_open,
+    .config = {10, 1, SEC, 10 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), REJECTED_AS(HALF_OPEN),
+              REJECTED_AS(HALF_OPEN), REJECTED_AS(HALF_OPEN),
+              DONE(0, -ECANCELED), /* settles, decides nothing */
+              STATE(HALF_OPEN), BEGIN(1), REJECTED_AS(HALF_OPEN), DONE(1, 0), STATE(CLOSED)})
 
-Test(compat, pybreaker_async_call_started_before_open_does_not_close_it)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, SEC, 10 * SEC), consecutive(&p, 2, 1),
-                                 circuit_classify_errno, &r);
-    circuit_ticket early1, early2;
-    begin(b, &early1);
-    begin(b, &early2);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_not(circuit_done(&early1, 0)); /* T2: late, discarded */
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_test_clock_advance(SEC);
-    cr_assert_not(circuit_done(&early2, 0)); /* even while half-open */
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    for (int i = 0; i < r.n; i++)
-        cr_assert_neq(r.t[i].to, CIRCUIT_CLOSED, "a late success closed the breaker");
-    admitted(b, 0); /* a real trial */
-    assert_state(b, CIRCUIT_CLOSED);
-    cr_assert_eq(r.n, 3);
-    cr_assert_eq(r.t[2].counts.successes, 1);
-    circuit_free(b);
-}
+ROW(pybreaker_async_call_started_before_open_does_not_close_it,
+    .config = {10, 1, SEC, 10 * SEC}, .consecutive = {2, 1},
+    .steps = {BEGIN(0), BEGIN(1), CALL(-EIO), CALL(-EIO), STATE(OPEN),
+              DONE_LATE(0, 0), /* T2: late, discarded */
+              STATE(OPEN), ADVANCE(SEC),
+              DONE_LATE(1, 0), /* even while half-open */
+              STATE(HALF_OPEN),
+              NONE_TO(CLOSED), /* a late success closed nothing */
+              CALL(0), /* a real trial */
+              STATE(CLOSED), TRANSITIONS(3), COUNT(2, successes, 1)})
 
 Test(compat, pybreaker_async_trial_never_settling_is_abandoned_after_probe_timeout)
 {
     /* reset_after = 30 s for both the open period and the abandoned trial */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 30 * SEC, 30 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(30 * SEC);
-    circuit_ticket lost;
-    begin(b, &lost);
-    circuit_test_clock_advance(30 * SEC - 1);
-    cr_assert_eq(rejected(b).state, CIRCUIT_HALF_OPEN);
-    circuit_test_clock_advance(1); /* P1: the lost trial is abandoned */
-    circuit_ticket next;
-    begin(b, &next);
-    assert_state(b, CIRCUIT_HALF_OPEN); /* a timeout keeps probing */
-    cr_assert(circuit_done(&next, 0));
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.timed_out, 1);
-    cr_assert_eq(r.t[2].counts.successes, 1);
-    cr_assert_not(circuit_done(&lost, -EIO), "the abandoned trial's late result counted");
-    assert_state(b, CIRCUIT_CLOSED);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, 30 * SEC, 30 * SEC}, .consecutive = {1, 1},
+        .steps = {CALL(-EIO), ADVANCE(30 * SEC), BEGIN(0), ADVANCE(30 * SEC - 1),
+                  REJECTED_AS(HALF_OPEN),
+                  ADVANCE(1), /* P1: the lost trial (ticket 0) is abandoned */
+                  BEGIN(1), STATE(HALF_OPEN), /* a timeout keeps probing */
+                  DONE(1, 0), STATE(CLOSED), TRANSITION(2, HALF_OPEN, CLOSED),
+                  COUNT(2, timed_out, 1), COUNT(2, successes, 1),
+                  DONE_LATE(0, -EIO), /* the abandoned trial's late result */
+                  STATE(CLOSED)}});
 
     /* P2: the abandoned trial's result still counts while still half-open */
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(config(10, 1, 30 * SEC, 30 * SEC), consecutive(&p, 1, 1),
-                                  circuit_classify_errno, &r2);
-    admitted(b2, -EIO);
-    circuit_test_clock_advance(30 * SEC);
-    begin(b2, &lost);
-    circuit_test_clock_advance(45 * SEC);
-    cr_assert(circuit_done(&lost, 0));
-    assert_state(b2, CIRCUIT_CLOSED);
-    cr_assert_eq(r2.t[2].counts.timed_out, 1);
-    cr_assert_eq(r2.t[2].counts.successes, 1);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 1, 30 * SEC, 30 * SEC}, .consecutive = {1, 1},
+        .steps = {CALL(-EIO), ADVANCE(30 * SEC), BEGIN(0), ADVANCE(45 * SEC), DONE(0, 0),
+                  STATE(CLOSED), COUNT(2, timed_out, 1), COUNT(2, successes, 1)}});
 }
 
 /* ======================================================================== */
@@ -927,125 +792,62 @@ Test(compat, pybreaker_async_trial_never_settling_is_abandoned_after_probe_timeo
 Test(compat, resilience4j_failure_rate_threshold_equal_rate_trips)
 {
     /* failureRateThreshold = 50 -> ratio 50 / 100.0, min 10, window 10 */
-    circuit_config c = config(10, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 10, 50 / 100.0, 1),
-                                 circuit_classify_errno, &r);
-    for (int i = 0; i < 5; i++)
-        admitted(b, 0);
-    for (int i = 0; i < 4; i++)
-        admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED); /* 9 results: below the minimum */
-    admitted(b, -EIO);               /* 5 of 10: exactly 50% */
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 5);
-    cr_assert_eq(r.t[0].counts.successes, 5);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .failure_rate = {10, 50 / 100.0, 1},
+        .steps = {CALLS(5, 0), CALLS(4, -EIO), STATE(CLOSED), /* 9 results: below the minimum */
+                  CALL(-EIO), /* 5 of 10: exactly 50% */
+                  STATE(OPEN), COUNT(0, failures, 5), COUNT(0, successes, 5)}});
 
     /* 4 of 10 stays closed */
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(c, failure_rate(&fr, &c, 10, 50 / 100.0, 1),
-                                  circuit_classify_errno, &r2);
-    for (int i = 0; i < 6; i++)
-        admitted(b2, 0);
-    for (int i = 0; i < 4; i++)
-        admitted(b2, -EIO);
-    assert_state(b2, CIRCUIT_CLOSED);
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .failure_rate = {10, 50 / 100.0, 1},
+        .steps = {CALLS(6, 0), CALLS(4, -EIO), STATE(CLOSED)}});
 
     /* a threshold whose binary value is a hair off: 7% of 100 */
-    circuit_config c100 = config(100, 1, SEC, SEC);
-    circuit_failure_rate fr7;
-    rec r3 = {0};
-    circuit_breaker *b3 = breaker(c100, failure_rate(&fr7, &c100, 100, 7 / 100.0, 1),
-                                  circuit_classify_errno, &r3);
-    for (int i = 0; i < 93; i++)
-        admitted(b3, 0);
-    for (int i = 0; i < 6; i++)
-        admitted(b3, -EIO);
-    assert_state(b3, CIRCUIT_CLOSED);
-    admitted(b3, -EIO); /* 7 of 100 */
-    assert_state(b3, CIRCUIT_OPEN);
-    circuit_free(b3);
+    play(&(const scenario){
+        .config = {100, 1, SEC, SEC}, .failure_rate = {100, 7 / 100.0, 1},
+        .steps = {CALLS(93, 0), CALLS(6, -EIO), STATE(CLOSED), CALL(-EIO), /* 7 of 100 */
+                  STATE(OPEN)}});
 }
 
 Test(compat, resilience4j_minimum_number_of_calls_is_min_results)
 {
-    circuit_config c = config(10, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 4, 0.5, 1), circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED); /* 100% of 3: below the minimum */
-    admitted(b, 0);                  /* S2: the 4th result trips, though a success */
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 3);
-    cr_assert_eq(r.t[0].counts.successes, 1);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1},
+        .steps = {CALLS(3, -EIO), STATE(CLOSED), /* 100% of 3: below the minimum */
+                  CALL(0), /* S2: the 4th result trips, though a success */
+                  STATE(OPEN), COUNT(0, failures, 3), COUNT(0, successes, 1)}});
 
     /* a minimum above the window could never be reached: EINVAL */
+    circuit_config c = config(10, 1, SEC, SEC);
+    circuit_failure_rate fr;
     char err[256];
     cr_assert_eq(circuit_failure_rate_init(&fr, &c, 11, 0.5, 1, err, sizeof err), EINVAL);
     cr_assert(strstr(err, "min_results = 11 (must be 1..10") != NULL, "%s", err);
 }
 
-Test(compat, resilience4j_count_based_sliding_window_is_window)
-{
-    circuit_config c = config(4, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 4, 0.5, 1), circuit_classify_errno, &r);
-    for (int i = 0; i < 4; i++)
-        admitted(b, 0);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_CLOSED); /* S S S F */
-    admitted(b, -EIO);               /* S S F F: 50%; over all 6 calls it would be 33% */
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.successes, 2); /* C1 */
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    circuit_free(b);
-}
+ROW(resilience4j_count_based_sliding_window_is_window,
+    .config = {4, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1},
+    .steps = {CALLS(4, 0), CALL(-EIO), STATE(CLOSED), /* S S S F */
+              CALL(-EIO), /* S S F F: 50%; over all 6 calls it would be 33% */
+              STATE(OPEN), COUNT(0, successes, 2), /* C1 */
+              COUNT(0, failures, 2)})
 
-Test(compat, resilience4j_time_based_window_out_of_scope_results_do_not_age)
-{
-    circuit_config c = config(4, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 4, 0.75, 1), circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(86400 * SEC); /* a day later: a time window would be empty */
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, -EIO); /* F F S F: 75% of the latest 4 results */
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 3);
-    circuit_free(b);
-}
+ROW(resilience4j_time_based_window_out_of_scope_results_do_not_age,
+    .config = {4, 1, SEC, SEC}, .failure_rate = {4, 0.75, 1},
+    .steps = {CALLS(2, -EIO),
+              ADVANCE(86400 * SEC), /* a day later: a time window would be empty */
+              CALL(0), STATE(CLOSED),
+              CALL(-EIO), /* F F S F: 75% of the latest 4 results */
+              STATE(OPEN), COUNT(0, failures, 3)})
 
-Test(compat, resilience4j_slow_call_rate_out_of_scope_deadline_is_failure)
-{
-    circuit_config c = config(4, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 4, 0.5, 1), circuit_classify_errno, &r);
-    /* a slow call that succeeds is a success: libcircuit does not time calls */
-    circuit_ticket t;
-    begin(b, &t);
-    circuit_test_clock_advance(3600 * SEC);
-    cr_assert(circuit_done(&t, 0));
-    admitted(b, 0);
-    admitted(b, -ETIMEDOUT); /* the caller's deadline ran out: a failure */
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, -ETIMEDOUT);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    cr_assert_eq(r.t[0].counts.successes, 2);
-    circuit_free(b);
-}
+ROW(resilience4j_slow_call_rate_out_of_scope_deadline_is_failure,
+    .config = {4, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1},
+    .steps = {/* a slow call that succeeds is a success: libcircuit does not time calls */
+              BEGIN(0), ADVANCE(3600 * SEC), DONE(0, 0), CALL(0),
+              CALL(-ETIMEDOUT), /* the caller's deadline ran out: a failure */
+              STATE(CLOSED), CALL(-ETIMEDOUT), STATE(OPEN), COUNT(0, failures, 2),
+              COUNT(0, successes, 2)})
 
 /* resilience4j's half-open rule as a probe function: wait for `permitted`
  * results, then reopen if the failure rate is at or above the threshold. */
@@ -1069,140 +871,63 @@ static circuit_state r4j_probe(void *arg, const circuit_counts *c)
     return 100 * c->failures >= p->threshold_pct * n ? CIRCUIT_OPEN : CIRCUIT_CLOSED;
 }
 
+static r4j_half_open r4j_4_at_50 = {4, 50};
+
 Test(compat, resilience4j_permitted_calls_in_half_open_rate_probe_policy)
 {
-    r4j_half_open h = {4, 50};
-    circuit_policy pol = {trip_on_first_failure, r4j_probe, &h};
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 4, SEC, 10 * SEC), pol, circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket t[4];
-    for (int i = 0; i < 4; i++)
-        begin(b, &t[i]);
-    rejected(b); /* 4 permitted calls in flight */
-    cr_assert(circuit_done(&t[0], 0));
-    cr_assert(circuit_done(&t[1], -EIO));
-    assert_state(b, CIRCUIT_HALF_OPEN); /* no decision before 4 results */
-    cr_assert(circuit_done(&t[2], 0));
-    cr_assert(circuit_done(&t[3], 0)); /* 1 of 4 failed: 25% < 50% */
-    assert_state(b, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.failures, 1);
-    cr_assert_eq(r.t[2].counts.successes, 3);
-
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    for (int i = 0; i < 4; i++)
-        begin(b, &t[i]);
-    cr_assert(circuit_done(&t[0], -EIO));
-    cr_assert(circuit_done(&t[1], 0));
-    cr_assert(circuit_done(&t[2], -EIO));
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    cr_assert(circuit_done(&t[3], 0)); /* 2 of 4: 50% reopens */
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_free(b);
+    play(&(const scenario){
+        .config = {10, 4, SEC, 10 * SEC},
+        .policy = {.trip = trip_on_first_failure, .probe = r4j_probe, .arg = &r4j_4_at_50},
+        .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), BEGIN(2), BEGIN(3),
+                  REJECTED, /* 4 permitted calls in flight */
+                  DONE(0, 0), DONE(1, -EIO), STATE(HALF_OPEN), /* no decision before 4 results */
+                  DONE(2, 0), DONE(3, 0), /* 1 of 4 failed: 25% < 50% */
+                  STATE(CLOSED), COUNT(2, failures, 1), COUNT(2, successes, 3),
+                  CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), BEGIN(2), BEGIN(3),
+                  DONE(0, -EIO), DONE(1, 0), DONE(2, -EIO), STATE(HALF_OPEN),
+                  DONE(3, 0), /* 2 of 4: 50% reopens */
+                  STATE(OPEN)}});
 
     /* the preset decides at the first failed probe instead */
-    circuit_failure_rate fr;
-    circuit_config c = config(10, 4, SEC, 10 * SEC);
-    rec r2 = {0};
-    circuit_breaker *b2 = breaker(c, failure_rate(&fr, &c, 1, 0.5, 3), circuit_classify_errno, &r2);
-    admitted(b2, -EIO);
-    circuit_test_clock_advance(SEC);
-    for (int i = 0; i < 4; i++)
-        begin(b2, &t[i]);
-    cr_assert(circuit_done(&t[0], 0));
-    cr_assert(circuit_done(&t[1], -EIO));
-    assert_state(b2, CIRCUIT_OPEN);
-    cr_assert_not(circuit_done(&t[2], 0));
-    cr_assert_not(circuit_done(&t[3], 0));
-    circuit_free(b2);
+    play(&(const scenario){
+        .config = {10, 4, SEC, 10 * SEC}, .failure_rate = {1, 0.5, 3},
+        .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), BEGIN(2), BEGIN(3), DONE(0, 0),
+                  DONE(1, -EIO), STATE(OPEN), DONE_LATE(2, 0), DONE_LATE(3, 0)}});
 }
 
-Test(compat, resilience4j_max_wait_in_half_open_is_probe_timeout_per_probe)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 2, SEC, 5 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(SEC);
-    circuit_ticket stuck1, stuck2, t1, t2;
-    begin(b, &stuck1);
-    begin(b, &stuck2);
-    circuit_test_clock_advance(5 * SEC - 1);
-    cr_assert_eq(rejected(b).state, CIRCUIT_HALF_OPEN);
-    circuit_test_clock_advance(1); /* both slots come back */
-    begin(b, &t1);
-    begin(b, &t2);
-    circuit_release(&t1);
-    circuit_release(&t2);
-    /* no deadline on the half-open state: a day without traffic, then a probe */
-    circuit_test_clock_advance(86400 * SEC);
-    assert_state(b, CIRCUIT_HALF_OPEN);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    assert_transition(&r, 2, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    cr_assert_eq(r.t[2].counts.timed_out, 2);
-    circuit_release(&stuck1);
-    circuit_release(&stuck2);
-    circuit_free(b);
-}
+ROW(resilience4j_max_wait_in_half_open_is_probe_timeout_per_probe,
+    .config = {10, 2, SEC, 5 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(SEC), BEGIN(0), BEGIN(1), /* both stuck */
+              ADVANCE(5 * SEC - 1), REJECTED_AS(HALF_OPEN),
+              ADVANCE(1), /* both slots come back */
+              BEGIN(2), BEGIN(3), RELEASE(2), RELEASE(3),
+              /* no deadline on the half-open state: a day without traffic, then a probe */
+              ADVANCE(86400 * SEC), STATE(HALF_OPEN), CALL(0), STATE(CLOSED),
+              TRANSITION(2, HALF_OPEN, CLOSED), COUNT(2, timed_out, 2), RELEASE(0), RELEASE(1)})
 
-Test(compat, resilience4j_wait_duration_in_open_state_is_open_for_ns)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    cr_assert_eq(rejected(b).retry_after_ns, 60 * SEC);
-    circuit_test_clock_advance(20 * SEC);
-    cr_assert_eq(rejected(b).retry_after_ns, 40 * SEC);
-    circuit_test_clock_advance(40 * SEC - 1);
-    cr_assert_eq(rejected(b).retry_after_ns, 1);
-    circuit_test_clock_advance(1);
-    admitted(b, 0);
-    circuit_free(b);
-}
+ROW(resilience4j_wait_duration_in_open_state_is_open_for_ns,
+    .config = {10, 1, 60 * SEC, SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), RETRY_AFTER(60 * SEC), ADVANCE(20 * SEC), RETRY_AFTER(40 * SEC),
+              ADVANCE(40 * SEC - 1), RETRY_AFTER(1), ADVANCE(1), CALL(0)})
 
-Test(compat, resilience4j_automatic_transition_get_state_reports_half_open_without_a_call)
-{
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 60 * SEC, SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(67 * SEC);
-    assert_state(b, CIRCUIT_HALF_OPEN); /* S5: no call needed to see it */
-    cr_assert_eq(r.n, 1);                /* but nothing ran: no thread, no timer (TM1) */
-    circuit_ticket t;
-    begin(b, &t); /* O4: the next allow makes and delivers it */
-    assert_transition(&r, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN);
-    cr_assert_eq(r.t[1].counts.failures, 0);
-    cr_assert_eq(r.t[1].counts.successes, 0);
-    cr_assert(circuit_done(&t, 0));
-    circuit_free(b);
-}
+ROW(resilience4j_automatic_transition_get_state_reports_half_open_without_a_call,
+    .config = {10, 1, 60 * SEC, SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(67 * SEC),
+              STATE(HALF_OPEN), /* S5: no call needed to see it */
+              TRANSITIONS(1),   /* but nothing ran: no thread, no timer (TM1) */
+              BEGIN(0),         /* O4: the next allow makes and delivers it */
+              TRANSITION(1, OPEN, HALF_OPEN), COUNT(1, failures, 0), COUNT(1, successes, 0),
+              DONE(0, 0)})
 
-Test(compat, resilience4j_record_and_ignore_exceptions_is_classify)
-{
-    circuit_config c = config(10, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 4, 0.5, 1), circuit_classify_http, &r);
-    admitted(b, 503);         /* recorded */
-    admitted(b, -ECANCELED);  /* ignored */
-    admitted(b, 404);         /* neither: success */
-    admitted(b, 429);         /* recorded */
-    admitted(b, -ECANCELED);
-    assert_state(b, CIRCUIT_CLOSED); /* 3 results */
-    admitted(b, 200);
-    assert_state(b, CIRCUIT_OPEN); /* 2 of 4 */
-    cr_assert_eq(r.t[0].counts.failures, 2);
-    cr_assert_eq(r.t[0].counts.successes, 2);
-    circuit_free(b);
-}
+ROW(resilience4j_record_and_ignore_exceptions_is_classify,
+    .config = {10, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1}, .classify = circuit_classify_http,
+    .steps = {CALL(503),        /* recorded */
+              CALL(-ECANCELED), /* ignored */
+              CALL(404),        /* neither: success */
+              CALL(429),        /* recorded */
+              CALL(-ECANCELED), STATE(CLOSED), /* 3 results */
+              CALL(200), STATE(OPEN), /* 2 of 4 */
+              COUNT(0, failures, 2), COUNT(0, successes, 2)})
 
 /* ======================================================================== */
 /* opossum                                                                   */
@@ -1226,93 +951,43 @@ static circuit_state opossum_probe(void *arg, const circuit_counts *c)
     return probe_close_on_success(NULL, c);
 }
 
+static opossum_trip opossum_50_of_10 = {50, 10};
+
 Test(compat, opossum_error_threshold_percentage_is_strictly_above)
 {
-    circuit_config c = config(10, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r1 = {0}, r2 = {0};
-    circuit_breaker *preset = breaker(c, failure_rate(&fr, &c, 10, 0.5, 1),
-                                      circuit_classify_errno, &r1);
-    opossum_trip o = {50, 10};
-    circuit_policy pol = {opossum_strictly_above, opossum_probe, &o};
-    circuit_breaker *opossum = breaker(c, pol, circuit_classify_errno, &r2);
-    for (int i = 0; i < 5; i++) {
-        admitted(preset, 0);
-        admitted(opossum, 0);
-    }
-    for (int i = 0; i < 5; i++) {
-        admitted(preset, -EIO);
-        admitted(opossum, -EIO);
-    }
-    assert_state(preset, CIRCUIT_OPEN);    /* 50% >= 50% */
-    assert_state(opossum, CIRCUIT_CLOSED); /* 50% is not > 50% */
-    admitted(opossum, -EIO);               /* window: 4 S, 6 F */
-    assert_state(opossum, CIRCUIT_OPEN);
-    cr_assert_eq(r2.t[0].counts.failures, 6);
-    circuit_free(preset);
-    circuit_free(opossum);
+    /* the two breakers see the same calls: 5 successes, then 5 failures */
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC}, .failure_rate = {10, 0.5, 1},
+        .steps = {CALLS(5, 0), CALLS(5, -EIO), STATE(OPEN)}}); /* 50% >= 50% */
+    play(&(const scenario){
+        .config = {10, 1, SEC, SEC},
+        .policy = {.trip = opossum_strictly_above, .probe = opossum_probe, .arg = &opossum_50_of_10},
+        .steps = {CALLS(5, 0), CALLS(5, -EIO), STATE(CLOSED), /* 50% is not > 50% */
+                  CALL(-EIO), /* window: 4 S, 6 F */
+                  STATE(OPEN), COUNT(0, failures, 6)}});
 }
 
-Test(compat, opossum_volume_threshold_is_min_results)
-{
-    circuit_config c = config(20, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 5, 0.5, 1), circuit_classify_errno, &r);
-    for (int i = 0; i < 4; i++)
-        admitted(b, -EIO);
-    admitted(b, -ECANCELED); /* not a result */
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, -EIO);
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 5);
-    circuit_free(b);
-}
+ROW(opossum_volume_threshold_is_min_results,
+    .config = {20, 1, SEC, SEC}, .failure_rate = {5, 0.5, 1},
+    .steps = {CALLS(4, -EIO), CALL(-ECANCELED), /* not a result */
+              STATE(CLOSED), CALL(-EIO), STATE(OPEN), COUNT(0, failures, 5)})
 
-Test(compat, opossum_reset_timeout_single_trial)
-{
-    /* resetTimeout = 30000 (ms) */
-    circuit_consecutive p;
-    rec r = {0};
-    circuit_breaker *b = breaker(config(10, 1, 30000 * MS, 10 * SEC), consecutive(&p, 1, 1),
-                                 circuit_classify_errno, &r);
-    admitted(b, -EIO);
-    circuit_test_clock_advance(30000 * MS);
-    circuit_ticket trial;
-    begin(b, &trial);
-    rejected(b);
-    cr_assert(circuit_done(&trial, -EIO)); /* failure reopens */
-    assert_state(b, CIRCUIT_OPEN);
-    circuit_test_clock_advance(30000 * MS);
-    begin(b, &trial);
-    rejected(b);
-    cr_assert(circuit_done(&trial, 0)); /* success closes */
-    assert_state(b, CIRCUIT_CLOSED);
-    cr_assert_eq(r.n, 5);
-    assert_transition(&r, 4, CIRCUIT_HALF_OPEN, CIRCUIT_CLOSED);
-    circuit_free(b);
-}
+/* resetTimeout = 30000 (ms) */
+ROW(opossum_reset_timeout_single_trial,
+    .config = {10, 1, 30000 * MS, 10 * SEC}, .consecutive = {1, 1},
+    .steps = {CALL(-EIO), ADVANCE(30000 * MS), BEGIN(0), REJECTED,
+              DONE(0, -EIO), /* failure reopens */
+              STATE(OPEN), ADVANCE(30000 * MS), BEGIN(0), REJECTED,
+              DONE(0, 0), /* success closes */
+              STATE(CLOSED), TRANSITIONS(5), TRANSITION(4, HALF_OPEN, CLOSED)})
 
-Test(compat, opossum_rolling_count_timeout_out_of_scope_count_window)
-{
-    /* opossum forgets failures older than its 10 s window; libcircuit keeps
-     * them until newer results push them out */
-    circuit_config c = config(6, 1, SEC, SEC);
-    circuit_failure_rate fr;
-    rec r = {0};
-    circuit_breaker *b = breaker(c, failure_rate(&fr, &c, 6, 0.5, 1), circuit_classify_errno, &r);
-    for (int i = 0; i < 3; i++)
-        admitted(b, -EIO);
-    circuit_test_clock_advance(11 * SEC);
-    admitted(b, 0);
-    admitted(b, 0);
-    assert_state(b, CIRCUIT_CLOSED);
-    admitted(b, 0); /* F F F S S S: 50% of the window */
-    assert_state(b, CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 3);
-    cr_assert_eq(r.t[0].counts.successes, 3);
-    circuit_free(b);
-}
+/* opossum forgets failures older than its 10 s window; libcircuit keeps them
+ * until newer results push them out */
+ROW(opossum_rolling_count_timeout_out_of_scope_count_window,
+    .config = {6, 1, SEC, SEC}, .failure_rate = {6, 0.5, 1},
+    .steps = {CALLS(3, -EIO), ADVANCE(11 * SEC), CALL(0), CALL(0), STATE(CLOSED),
+              CALL(0), /* F F F S S S: 50% of the window */
+              STATE(OPEN), COUNT(0, failures, 3), COUNT(0, successes, 3)})
 
 /* ======================================================================== */
 /* Retries: the breaker goes outside them                                    */
