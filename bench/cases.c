@@ -270,110 +270,65 @@ bad:
         (w)->nlat = nlat_;                                                                 \
     } while (0)
 
-/* allow + done (success, or a failure every fail_every admitted calls). */
-#define ALLOW_DONE_LOOP(fn, handle_type, handle, ticket_type, allow, done)                 \
+/* allow, then BODY when admitted (BODY settles the ticket t; it may use
+ * `left`/`every`, the failure pattern, and `iters`, proxy_cycle's work). */
+#define TICKET_LOOP(fn, handle_type, handle, ticket_type, allow, ...)                      \
     static NOINLINE void fn(worker *w)                                                     \
     {                                                                                      \
         handle_type *h = w->tg->handle;                                                    \
         ticket_type t;                                                                     \
         circuit_rejection rej;                                                             \
-        uint64_t left = w->fail_left, every = w->fail_every, admitted = 0;                 \
-        memset(&t, 0, sizeof t);                                                           \
-        BENCH_LOOP(w, true,                                                                \
-            if (allow(h, w, &t, &rej)) {                                                   \
-                int rc = 0;                                                                \
-                if (--left == 0) {                                                         \
-                    left = every;                                                          \
-                    rc = -1;                                                               \
-                }                                                                          \
-                done(&t, rc);                                                              \
-                admitted++;                                                                \
-            });                                                                            \
-        w->admitted = admitted;                                                            \
-    }
-
-/* allow on an open breaker (an admitted call means the case is broken). */
-#define ALLOW_LOOP(fn, handle_type, handle, ticket_type, allow, release)                   \
-    static NOINLINE void fn(worker *w)                                                     \
-    {                                                                                      \
-        handle_type *h = w->tg->handle;                                                    \
-        ticket_type t;                                                                     \
-        circuit_rejection rej;                                                             \
+        uint64_t left = w->fail_left, every = w->fail_every, iters = w->work_iters;        \
         uint64_t admitted = 0;                                                             \
         memset(&t, 0, sizeof t);                                                           \
-        BENCH_LOOP(w, true,                                                                \
-            if (allow(h, w, &t, &rej)) {                                                   \
-                release(&t);                                                               \
-                admitted++;                                                                \
-            });                                                                            \
+        BENCH_LOOP(w, true, if (allow(h, w, &t, &rej)) { __VA_ARGS__ admitted++; });       \
         w->admitted = admitted;                                                            \
+        (void)left, (void)every, (void)iters;                                              \
     }
 
-/* allow, the upstream call (busy work), done(success). */
-#define PROXY_LOOP(fn, handle_type, handle, ticket_type, allow, done)                      \
+/* done(success), or done(failure) once every `every` admitted calls */
+#define SETTLE(done)                                                                       \
+    int rc = 0;                                                                            \
+    if (--left == 0) {                                                                     \
+        left = every;                                                                      \
+        rc = -1;                                                                           \
+    }                                                                                      \
+    done(&t, rc);
+
+/* a read of the state (get_state, or get_stats' state) */
+#define READ_LOOP(fn, handle_type, handle, ...)                                            \
     static NOINLINE void fn(worker *w)                                                     \
     {                                                                                      \
         handle_type *h = w->tg->handle;                                                    \
-        ticket_type t;                                                                     \
-        circuit_rejection rej;                                                             \
-        uint64_t admitted = 0, iters = w->work_iters;                                      \
-        memset(&t, 0, sizeof t);                                                           \
-        BENCH_LOOP(w, true,                                                                \
-            if (allow(h, w, &t, &rej)) {                                                   \
-                bench_spin(iters);                                                         \
-                done(&t, 0);                                                               \
-                admitted++;                                                                \
-            });                                                                            \
-        w->admitted = admitted;                                                            \
+        circuit_stats st;                                                                  \
+        uint64_t odd = 0;                                                                  \
+        BENCH_LOOP(w, true, odd += (__VA_ARGS__) != CIRCUIT_CLOSED;);                      \
+        w->odd = odd;                                                                      \
+        (void)st;                                                                          \
     }
 
-ALLOW_DONE_LOOP(loop_circuit_allow_done, circuit_breaker, cb, circuit_ticket, circuit_allow,
-                circuit_done)
-ALLOW_DONE_LOOP(loop_mutex_allow_done, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_done)
-ALLOW_LOOP(loop_circuit_allow, circuit_breaker, cb, circuit_ticket, circuit_allow, circuit_release)
-ALLOW_LOOP(loop_mutex_allow, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_release)
-PROXY_LOOP(loop_circuit_proxy, circuit_breaker, cb, circuit_ticket, circuit_allow, circuit_done)
-PROXY_LOOP(loop_mutex_proxy, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_done)
+TICKET_LOOP(loop_circuit_allow_done, circuit_breaker, cb, circuit_ticket, circuit_allow,
+            SETTLE(circuit_done))
+TICKET_LOOP(loop_mutex_allow_done, cmodel, mb, cmodel_ticket, cmodel_allow, SETTLE(cmodel_done))
+/* open_reject: an admitted call means the case is broken (check_case says so) */
+TICKET_LOOP(loop_circuit_allow, circuit_breaker, cb, circuit_ticket, circuit_allow,
+            circuit_release(&t);)
+TICKET_LOOP(loop_mutex_allow, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_release(&t);)
+/* proxy_cycle: allow, the upstream call (busy work), done(success) */
+TICKET_LOOP(loop_circuit_proxy, circuit_breaker, cb, circuit_ticket, circuit_allow,
+            bench_spin(iters); circuit_done(&t, 0);)
+TICKET_LOOP(loop_mutex_proxy, cmodel, mb, cmodel_ticket, cmodel_allow,
+            bench_spin(iters); cmodel_done(&t, 0);)
+READ_LOOP(loop_circuit_state, circuit_breaker, cb, circuit_get_state(h))
+READ_LOOP(loop_mutex_state, cmodel, mb, cmodel_get_state(h))
+READ_LOOP(loop_circuit_stats, circuit_breaker, cb, (circuit_get_stats(h, &st), st.state))
+READ_LOOP(loop_mutex_stats, cmodel, mb, (cmodel_get_stats(h, &st), st.state))
 
 static NOINLINE void loop_none_proxy(worker *w)
 {
     uint64_t admitted = 0, iters = w->work_iters;
     BENCH_LOOP(w, true, bench_spin(iters); admitted++;);
     w->admitted = admitted;
-}
-
-static NOINLINE void loop_circuit_state(worker *w)
-{
-    const circuit_breaker *b = w->tg->cb;
-    uint64_t odd = 0;
-    BENCH_LOOP(w, true, odd += circuit_get_state(b) != CIRCUIT_CLOSED;);
-    w->odd = odd;
-}
-
-static NOINLINE void loop_mutex_state(worker *w)
-{
-    cmodel *m = w->tg->mb;
-    uint64_t odd = 0;
-    BENCH_LOOP(w, true, odd += cmodel_get_state(m) != CIRCUIT_CLOSED;);
-    w->odd = odd;
-}
-
-static NOINLINE void loop_circuit_stats(worker *w)
-{
-    const circuit_breaker *b = w->tg->cb;
-    circuit_stats st;
-    uint64_t odd = 0;
-    BENCH_LOOP(w, true, circuit_get_stats(b, &st); odd += st.state != CIRCUIT_CLOSED;);
-    w->odd = odd;
-}
-
-static NOINLINE void loop_mutex_stats(worker *w)
-{
-    cmodel *m = w->tg->mb;
-    circuit_stats st;
-    uint64_t odd = 0;
-    BENCH_LOOP(w, true, cmodel_get_stats(m, &st); odd += st.state != CIRCUIT_CLOSED;);
-    w->odd = odd;
 }
 
 static struct {

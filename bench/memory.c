@@ -32,30 +32,10 @@
 #include "alloc_count.h"
 #include "circuit.h"
 #include "circuit_model.h"
+#include "circuit_presets.h"
 #include "testing.h"
 
 #define PER_CPU_BYTES 64
-
-static bool trip_never(void *arg, const circuit_counts *c)
-{
-    (void)arg;
-    (void)c;
-    return false;
-}
-
-static circuit_state probe_keep(void *arg, const circuit_counts *c)
-{
-    (void)arg;
-    (void)c;
-    return CIRCUIT_HALF_OPEN;
-}
-
-static circuit_outcome classify_zero_ok(void *arg, void *call_ctx, int result)
-{
-    (void)arg;
-    (void)call_ctx;
-    return result == 0 ? CIRCUIT_SUCCESS : CIRCUIT_FAILURE;
-}
 
 static void observe_none(void *arg, void *call_ctx, const circuit_transition *t)
 {
@@ -75,14 +55,17 @@ static int64_t live_blocks(void) { return __atomic_load_n(&alloc_live, __ATOMIC_
 
 static int measure_one(bool model, int window, int probes, measure *m)
 {
+    /* No call is made: any policy does; the presets' own. */
+    static circuit_consecutive pol;
+    char err[256] = "";
+    circuit_consecutive_init(&pol, 1, 1, err, sizeof err);
     circuit_spec s = {
         .config = {.window = window, .probes = probes, .open_for_ns = 1000000,
                    .probe_timeout_ns = 1000000},
-        .policy = {.trip = trip_never, .probe = probe_keep},
-        .classify = classify_zero_ok,
+        .policy = circuit_consecutive_policy(&pol),
+        .classify = circuit_classify_errno,
         .observe = observe_none,
     };
-    char err[256] = "";
     int64_t b0 = live_bytes(), k0 = live_blocks();
     circuit_breaker *cb = NULL;
     cmodel *mb = NULL;
