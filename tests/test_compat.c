@@ -496,11 +496,20 @@ Test(compat, gobreaker_on_state_change_is_observe_and_may_call_the_breaker)
     circuit_free(b);
 }
 
+/* errno classification, but "not found" (-ENOENT) is a success, or ignored */
+static circuit_outcome classify_enoent_as(circuit_outcome as, void *arg, void *call_ctx, int result)
+{
+    return result == -ENOENT ? as : circuit_classify_errno(arg, call_ctx, result);
+}
+
 static circuit_outcome classify_enoent_is_success(void *arg, void *call_ctx, int result)
 {
-    if (result == -ENOENT)
-        return CIRCUIT_SUCCESS;
-    return circuit_classify_errno(arg, call_ctx, result);
+    return classify_enoent_as(CIRCUIT_SUCCESS, arg, call_ctx, result);
+}
+
+static circuit_outcome classify_enoent_ignored(void *arg, void *call_ctx, int result)
+{
+    return classify_enoent_as(CIRCUIT_IGNORED, arg, call_ctx, result);
 }
 
 Test(compat, gobreaker_is_successful_is_classify)
@@ -717,12 +726,6 @@ Test(compat, pybreaker_rejection_is_told_apart_from_the_call_error)
     circuit_free(b);
 }
 
-static circuit_outcome classify_enoent_ignored(void *arg, void *call_ctx, int result)
-{
-    if (result == -ENOENT)
-        return CIRCUIT_IGNORED;
-    return circuit_classify_errno(arg, call_ctx, result);
-}
 
 Test(compat, pybreaker_exclude_is_classify_success)
 {
