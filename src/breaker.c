@@ -382,6 +382,14 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
             slot = 0;
             reuse = slot0.reuse;
             slot0.held = false;
+            if (circuit__gen(circuit__ld128_lo_acq(&b->core)) != gen) {
+                /* The state moved on while we were stopped (T6): give the
+                 * slot back and decide again in the new state. */
+                circuit__slot_release(b, 0, gen, reuse);
+                seen = circuit__ld128_lo_acq(&b->core);
+                now = circuit__now();
+                continue;
+            }
         } else {
             circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
             if (a == CIRCUIT__STALE) {

@@ -143,7 +143,18 @@ bool fx_call_ctx(fx *f, void *ctx, int result)
     bool ok = circuit_allow(f->b, ctx, &t, &rej);
     cr_assert(ok, "call not admitted (state %s, retry_after %lld)",
               circuit_state_name(rej.state), (long long)rej.retry_after_ns);
-    return circuit_done(&t, result);
+    bool counted = circuit_done(&t, result);
+    if (f->nseen < SPY_MAX)
+        f->seen[f->nseen] = fx_counts(f);
+    f->nseen++;
+    return counted;
+}
+
+circuit_counts fx_counts(fx *f)
+{
+    circuit_stats s;
+    circuit_get_stats(f->b, &s);
+    return s.counts;
 }
 
 bool fx_call(fx *f, int result) { return fx_call_ctx(f, NULL, result); }
