@@ -19,6 +19,19 @@
 
 #include "internal.h"
 
+/* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
+ * Its builtins mode keeps the header free of inline assembly TSan would not
+ * see (it only spins; it orders nothing). */
+#ifdef CIRCUIT__TSAN
+#define CK_USE_CC_BUILTINS 1
+#endif
+#include <ck_backoff.h>
+
+/* First wait after a lost CAS, in ck_backoff iterations (doubles each loss,
+ * up to CK_BACKOFF_CEILING). Short: a loss on the slow path usually means
+ * one other result got in first. */
+#define CAS_BACKOFF_FIRST 16u
+
 /* ---- argument checks (SPEC CFG4) ---------------------------------------- */
 
 static inline void check_breaker(const circuit_breaker *b, const char *fn)
@@ -246,7 +259,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         if (reopens > (int64_t)CIRCUIT__F31_MASK)
             reopens = (int64_t)CIRCUIT__F31_MASK;
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
-                             (uint64_t)circuit__sat_add(at, period)};
+                             circuit__open_end(at, period)};
         break;
     }
     case CIRCUIT_HALF_OPEN:
@@ -287,7 +300,7 @@ static inline void fill(circuit__ticket *tk, circuit_breaker *b, void *call_ctx,
     tk->unused = 0;
     /* relaxed: handing the ticket to another thread is the caller's own
      * synchronisation */
-    __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_LIVE), __ATOMIC_RELAXED);
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_LIVE));
 }
 
 static inline void reject(circuit_breaker *b, circuit__ticket *tk, circuit_rejection *rej,
@@ -295,7 +308,7 @@ static inline void reject(circuit_breaker *b, circuit__ticket *tk, circuit_rejec
 {
     if (rej)
         *rej = (circuit_rejection){st, left};
-    __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_REJECTED), __ATOMIC_RELAXED);
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_REJECTED));
     circuit__total_add(b, CIRCUIT__T_REJECTED);
 }
 
@@ -370,7 +383,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                 now = circuit__now();
                 continue;
             }
-            reject(b, tk, rej, CIRCUIT_OPEN, (int64_t)c.hi - now);
+            reject(b, tk, rej, CIRCUIT_OPEN, circuit__open_left(c.hi, now));
             finish_call(b);
             return false;
         }
@@ -419,7 +432,7 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
                          bool have_now)
 {
     circuit__u128 c = circuit__ld128_acq(&b->core);
-    unsigned spins = 0;
+    ck_backoff_t backoff = CAS_BACKOFF_FIRST;
     for (;;) {
         if (circuit__gen(c.lo) != tk->gen)
             return false; /* late: never touches a later generation (T2, T6) */
@@ -481,12 +494,10 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
                 return true;
             }
         }
-        /* Lost a CAS to another result: back off a little before the next
-         * try, so two CPUs do not keep stealing the line from each other.
-         * (Exponential, capped; not a lock: no one waits for anyone.) */
-        for (unsigned i = 0, n_spin = 1u << (spins < 6 ? spins : 6); i < n_spin; i++)
-            __asm__ __volatile__("" ::: "memory");
-        spins++;
+        /* Lost a CAS to another result: back off before the next try, so
+         * two CPUs do not keep stealing the line from each other
+         * (exponential; not a lock: no one waits for anyone). */
+        ck_backoff_eb(&backoff);
     }
 }
 
@@ -494,7 +505,7 @@ bool circuit_done(circuit_ticket *t, int result)
 {
     circuit__ticket *tk = tk_of(t, "circuit_done");
     /* relaxed: the ticket's hand-off between threads is the caller's */
-    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
+    uint64_t st = circuit__ld_rlx(&tk->status);
     if (st != tk_word(CIRCUIT__TK_LIVE))
         done_refused(st);
     circuit_breaker *b = tk->b;
@@ -512,17 +523,16 @@ bool circuit_done(circuit_ticket *t, int result)
     if (probe) {
         /* T5: done racing release on a probe ticket: exactly one settles and
          * frees the slot. acq_rel: the winner's slot work follows it. */
-        if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_DONE), false,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        if (!circuit__cas_acq_rel(&tk->status, &st, tk_word(CIRCUIT__TK_DONE)))
             done_refused(st);
     } else {
         /* T5 (0.2): a closed ticket is settled by one thread; no locked
          * instruction. Re-read: classify may have settled it (a caller bug
          * T4 still reports). */
-        st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
+        st = circuit__ld_rlx(&tk->status);
         if (st != tk_word(CIRCUIT__TK_LIVE))
             done_refused(st);
-        __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_DONE), __ATOMIC_RELAXED);
+        circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_DONE));
         if (o == CIRCUIT_SUCCESS) {
             /* acquire: pairs with the CAS that entered the fast interval */
             uint64_t lo = circuit__ld128_lo_acq(&b->core);
@@ -564,7 +574,7 @@ bool circuit_done(circuit_ticket *t, int result)
 void circuit_release(circuit_ticket *t)
 {
     circuit__ticket *tk = tk_of(t, "circuit_release");
-    uint64_t st = __atomic_load_n(&tk->status, __ATOMIC_RELAXED);
+    uint64_t st = circuit__ld_rlx(&tk->status);
     if (st == 0)
         return; /* blank (CIRCUIT_TICKET_INIT) */
     if ((st & ~UINT64_C(0xff)) != CIRCUIT__TICKET_MAGIC ||
@@ -577,12 +587,12 @@ void circuit_release(circuit_ticket *t)
     CIRCUIT__HOOK(CIRCUIT_TP_RELEASE_BEFORE_CAS);
     if (tk->slot == CIRCUIT__NO_SLOT) {
         /* T5 (0.2): no arbitration for a closed ticket */
-        __atomic_store_n(&tk->status, tk_word(CIRCUIT__TK_RELEASED), __ATOMIC_RELAXED);
+        circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_RELEASED));
         circuit__total_add(b, CIRCUIT__T_RELEASED);
         return;
     }
-    if (!__atomic_compare_exchange_n(&tk->status, &st, tk_word(CIRCUIT__TK_RELEASED), false,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    /* acq_rel: the winner's slot work follows it (T5) */
+    if (!circuit__cas_acq_rel(&tk->status, &st, tk_word(CIRCUIT__TK_RELEASED)))
         return; /* circuit_done won the race (T5) */
     circuit__total_add(b, CIRCUIT__T_RELEASED);
     /* Free the slot now (P3), unless its timeout already fell due: then the
@@ -614,7 +624,7 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             circuit__fold(b, &c); /* exact final counts (L6) */
             continue;
         }
-        if (st == CIRCUIT__ST_OPEN && (int64_t)c.hi <= now) {
+        if (st == CIRCUIT__ST_OPEN && circuit__open_over(c.hi, now)) {
             c = circuit__advance(b, now, call_ctx, NULL); /* made open in the past */
             continue;
         }
@@ -650,7 +660,7 @@ circuit_state circuit_get_state(const circuit_breaker *b)
     unsigned st = circuit__st(c.lo);
     if (st != CIRCUIT__ST_OPEN)
         return circuit__pub_state(st);
-    return circuit__now() >= (int64_t)c.hi ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
+    return circuit__open_over(c.hi, circuit__now()) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
 }
 
 /* ---- test-only seam ------------------------------------------------------------ */

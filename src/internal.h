@@ -24,7 +24,9 @@
  *       bit   31     full
  *       bits 32..62  run of successes
  *   hi  open: the moment the open period ends (opened at + the period
- *       chosen, B1), ns.   isolated: 0.
+ *       chosen, B1), ns, UNSIGNED: both terms are <= INT64_MAX, so the sum
+ *       never wraps and retry_after = end - now is exact for every period
+ *       (circuit__open_over / circuit__open_left).   isolated: 0.
  * Successes are derived: (full ? window : seq) - failures.
  *
  * Every decision (count a result, trip, close, reopen, time a probe out,
@@ -97,6 +99,11 @@ static inline uint32_t circuit__gen_next(uint32_t gen) { return (gen + 1) & (uin
 static inline uint32_t circuit__hi_fail(uint64_t hi) { return (uint32_t)(hi & CIRCUIT__HI_FAIL_MASK); }
 static inline uint32_t circuit__hi_run(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_RUN_SHIFT) & CIRCUIT__HI_RUN_MASK); }
 static inline uint32_t circuit__hi_to(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_TO_SHIFT) & CIRCUIT__HI_TO_MASK); }
+
+/* open hi: the end of the open period, unsigned (now >= 0, CLOCK_MONOTONIC) */
+static inline bool circuit__open_over(uint64_t end, int64_t now) { return (uint64_t)now >= end; }
+static inline int64_t circuit__open_left(uint64_t end, int64_t now) { return (int64_t)(end - (uint64_t)now); }
+static inline uint64_t circuit__open_end(int64_t at, int64_t period) { return (uint64_t)at + (uint64_t)period; }
 
 /* fast hi */
 #define CIRCUIT__FHI_FULL (UINT64_C(1) << 31)

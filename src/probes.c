@@ -415,7 +415,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
         circuit__u128 c = circuit__ld128_acq(&b->core);
         unsigned st = circuit__st(c.lo);
         if (st == CIRCUIT__ST_OPEN) {
-            if (now < (int64_t)c.hi)
+            if (!circuit__open_over(c.hi, now))
                 return c; /* still open: hi is the end of the open period */
             uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;

@@ -61,12 +61,12 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     circuit__counts(b, c, &s.counts);
     if (st == CIRCUIT__ST_OPEN) {
         int64_t now = circuit__now();
-        if (now >= (int64_t)c.hi) {
+        if (circuit__open_over(c.hi, now)) {
             /* what circuit_get_state reports: half-open, not yet made */
             s.state = CIRCUIT_HALF_OPEN;
             s.generation++;
         } else {
-            s.retry_after_ns = (int64_t)c.hi - now;
+            s.retry_after_ns = circuit__open_left(c.hi, now);
         }
     } else if (st == CIRCUIT__ST_HALF_OPEN) {
         s.probes_in_flight = circuit__probes_in_flight(b, tag);

@@ -605,8 +605,7 @@ Test(time, TM2_huge_periods_do_not_overflow)
     circuit_rejection rej;
     circuit_test_clock_set(T0 + 5);
     cr_assert_not(circuit_allow(f.b, NULL, &t, &rej));
-    /* the open period's end saturates at INT64_MAX ns of CLOCK_MONOTONIC */
-    assert_rejected(rej, CIRCUIT_OPEN, INT64_MAX - (T0 + 5));
+    assert_rejected(rej, CIRCUIT_OPEN, INT64_MAX - 5);
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN);
     fx_free(&f);
 }
