@@ -1,0 +1,376 @@
+/*
+ * SPEC OP1-OP3 (isolate, reset), B1-B2 (the open period chosen) and M1
+ * (circuit_get_stats), through the core.
+ */
+#include "helpers.h"
+
+/* ---- OP1 ---------------------------------------------------------------- */
+
+Test(operator, OP1_isolate_from_closed_rejects_everything_and_makes_earlier_tickets_late)
+{
+    fx f;
+    fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    fx_call(&f, RS_OK);
+    fx_call(&f, RS_FAIL);
+    circuit_ticket early;
+    cr_assert(circuit_allow(f.b, NULL, &early, NULL));
+    int64_t trips = f.p.trip_calls;
+    cr_assert_eq(circuit_isolate(f.b, (void *)0x77), 0);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_ISOLATED, 1);
+    cr_assert_eq(f.log.tr[0].cause, CIRCUIT_CAUSE_OPERATOR);
+    cr_assert_eq(f.log.tr[0].open_for_ns, 0);
+    cr_assert_eq(f.log.ctx[0], (void *)0x77, "O6: observe gets the operator's call_ctx");
+    assert_counts(&f.log.tr[0].counts, 1, 1, 0, 1, 0); /* final counts of the state left */
+    circuit_test_clock_advance(100 * OPEN_FOR); /* no time-driven change while isolated */
+    for (int i = 0; i < 10; i++) {
+        circuit_ticket t;
+        circuit_rejection rej;
+        cr_assert_not(circuit_allow(f.b, NULL, &t, &rej));
+        assert_rejected(rej, CIRCUIT_ISOLATED, 0);
+    }
+    cr_assert_not(circuit_done(&early, RS_FAIL), "a ticket from before isolate is late");
+    cr_assert_eq(f.p.trip_calls, trips, "no policy is asked while isolated");
+    cr_assert_eq(f.p.probe_calls, 0);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    cr_assert_eq(f.log.n, 1);
+    char buf[128];
+    circuit_rejection rej = {CIRCUIT_ISOLATED, 0};
+    cr_assert_gt(circuit_rejection_format(&rej, buf, sizeof buf), 0);
+    cr_assert(strstr(buf, "isolated"), "OP3: the rejection text names the state: %s", buf);
+    fx_free(&f);
+}
+
+Test(operator, OP1_isolate_when_isolated_is_EALREADY_and_changes_nothing)
+{
+    fx f;
+    fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    cr_assert_eq(circuit_isolate(f.b, NULL), EALREADY);
+    cr_assert_eq(f.log.n, 1);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    fx_free(&f);
+}
+
+Test(operator, OP1_isolate_from_half_open_carries_its_counts_and_frees_nothing_twice)
+{
+    fx f;
+    fx_init(&f, 8, 2, OPEN_FOR, PROBE_TO);
+    f.p.probe_forced = CIRCUIT_HALF_OPEN;
+    fx_build(&f);
+    fx_half_open_due(&f);
+    circuit_ticket p, q;
+    cr_assert(circuit_allow(f.b, NULL, &p, NULL));
+    cr_assert(circuit_allow(f.b, NULL, &q, NULL));
+    cr_assert(circuit_done(&p, RS_OK));
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_ISOLATED, 3);
+    assert_counts(&f.log.tr[2].counts, 1, 0, 1, 0, 0);
+    cr_assert_not(circuit_done(&q, RS_OK), "the probe of the state left is late");
+    fx_free(&f);
+}
+
+/* Isolate first makes the time-driven change that fell due, as allow would. */
+Test(operator, OP1_isolate_after_the_open_period_passes_through_half_open)
+{
+    fx f;
+    fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    fx_half_open_due(&f);
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 2);
+    cr_assert_eq(f.log.tr[1].cause, CIRCUIT_CAUSE_TIMER);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_ISOLATED, 3);
+    fx_free(&f);
+}
+
+/* ---- OP2 ---------------------------------------------------------------- */
+
+Test(operator, OP2_reset_closes_from_open_half_open_and_isolated_with_zero_counts)
+{
+    fx f;
+    fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    cr_assert_eq(circuit_reset(f.b, NULL), EALREADY, "reset when closed");
+    cr_assert_eq(f.log.n, 0);
+    fx_open(&f);
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_CLOSED, 2);
+    cr_assert_eq(f.log.tr[1].cause, CIRCUIT_CAUSE_OPERATOR);
+    circuit_counts c = fx_counts(&f);
+    assert_counts(&c, 0, 0, 0, 0, 0);
+    cr_assert(fx_call(&f, RS_OK), "admits at once");
+    fx_half_open_due(&f);
+    circuit_ticket p;
+    cr_assert(circuit_allow(f.b, NULL, &p, NULL));
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    cr_assert_not(circuit_done(&p, RS_OK), "the probe is late after reset");
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    cr_assert_eq(f.log.tr[f.log.n - 1].from, CIRCUIT_ISOLATED);
+    cr_assert_eq(f.log.tr[f.log.n - 1].to, CIRCUIT_CLOSED);
+    cr_assert_eq(f.log.order_errors, 0);
+    fx_free(&f);
+}
+
+/* ---- OP3 ---------------------------------------------------------------- */
+
+static void op_from_observe(fx *f, void *ctx, const circuit_transition *t)
+{
+    (void)ctx;
+    if (t->to == CIRCUIT_OPEN && t->cause == CIRCUIT_CAUSE_POLICY)
+        cr_assert_eq(circuit_isolate(f->b, (void *)0x51), 0);
+    if (t->to == CIRCUIT_ISOLATED)
+        cr_assert_eq(circuit_reset(f->b, (void *)0x52), 0);
+}
+
+Test(operator, OP3_isolate_and_reset_from_observe_are_delivered_after_it_in_order)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.log.extra = op_from_observe;
+    fx_build(&f);
+    fx_call(&f, RS_FAIL);
+    fx_call(&f, RS_FAIL); /* trips; observe isolates, then resets */
+    cr_assert_eq(f.log.n, 3);
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_OPEN, 1);
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_ISOLATED, 2);
+    assert_tr(&f, 2, CIRCUIT_ISOLATED, CIRCUIT_CLOSED, 3);
+    cr_assert_eq(f.log.ctx[1], (void *)0x51);
+    cr_assert_eq(f.log.ctx[2], (void *)0x52);
+    cr_assert_eq(f.log.max_inside, 1, "O2: observe never nested");
+    cr_assert_eq(circuit_test_pending(f.b), 0);
+    fx_free(&f);
+}
+
+typedef struct op_thread {
+    fx *f;
+    int n;
+    int isolated, reset;
+} op_thread;
+
+static void *operator_loop(void *arg)
+{
+    op_thread *o = arg;
+    for (int i = 0; i < o->n; i++) {
+        if (circuit_isolate(o->f->b, NULL) == 0)
+            o->isolated++;
+        if (circuit_reset(o->f->b, NULL) == 0)
+            o->reset++;
+    }
+    return NULL;
+}
+
+/* Operator calls on another thread while traffic flows: every transition is
+ * delivered once, in order; the totals add up afterwards. */
+Test(operator, OP3_operator_calls_race_traffic_lock_free)
+{
+    fx f;
+    fx_init(&f, 16, 2, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 3;
+    fx_build(&f);
+    op_thread o = {&f, 2000, 0, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, operator_loop, &o), 0);
+    for (int i = 0; i < 20000; i++) {
+        circuit_ticket t;
+        if (circuit_allow(f.b, NULL, &t, NULL))
+            circuit_done(&t, i % 7 == 0 ? RS_FAIL : RS_OK);
+    }
+    pthread_join(th, NULL);
+    cr_assert_eq(f.log.order_errors, 0);
+    cr_assert_eq(circuit_test_pending(f.b), 0, "O3: nothing stranded");
+    cr_assert_geq(o.isolated, 1);
+    cr_assert_geq(o.reset, 1);
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.transitions, (uint64_t)f.log.n);
+    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released);
+    cr_assert_eq(s.admitted + s.rejected, 20000);
+    fx_free(&f);
+}
+
+/* ---- B1, B2 --------------------------------------------------------------- */
+
+typedef struct period_spy {
+    circuit_open_info seen[32];
+    int n;
+} period_spy;
+
+static int64_t spy_open_for(void *arg, const circuit_open_info *info)
+{
+    period_spy *p = arg;
+    if (p->n < 32)
+        p->seen[p->n] = *info;
+    p->n++;
+    return 100 * (info->reopens + 1) + (int64_t)info->generation;
+}
+
+Test(operator, B1_open_period_is_chosen_by_open_for_and_followed_to_the_nanosecond)
+{
+    fx f;
+    period_spy spy = {.n = 0};
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.spec.open_for = spy_open_for;
+    f.spec.open_for_arg = &spy;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    fx_call(&f, RS_FAIL); /* gen 1: period 100 + 1 */
+    cr_assert_eq(spy.n, 1);
+    cr_assert_eq(spy.seen[0].generation, 1);
+    cr_assert_eq(spy.seen[0].reopens, 0);
+    assert_counts(&spy.seen[0].counts, 0, 1, 0, 1, 0);
+    cr_assert_eq(f.log.tr[0].open_for_ns, 101);
+    circuit_ticket t;
+    circuit_rejection rej;
+    circuit_test_clock_set(T0 + 100);
+    cr_assert_not(circuit_allow(f.b, NULL, &t, &rej));
+    assert_rejected(rej, CIRCUIT_OPEN, 1);
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.retry_after_ns, 1);
+    circuit_test_clock_set(T0 + 101);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL), "TM2: a probe at exactly the chosen period");
+    fx_free(&f);
+}
+
+static int64_t bad_open_for(void *arg, const circuit_open_info *info)
+{
+    (void)arg;
+    (void)info;
+    return 0;
+}
+
+static void trip_with_bad_period(void *arg)
+{
+    fx *f = arg;
+    fx_call(f, RS_FAIL);
+}
+
+Test(operator, B1_a_period_of_zero_aborts)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.spec.open_for = bad_open_for;
+    fx_build(&f);
+    expect_abort(trip_with_bad_period, &f, "open_for returned 0 ns");
+    fx_free(&f);
+}
+
+Test(operator, B2_reopens_count_since_the_last_close_and_reset_zeroes_them)
+{
+    fx f;
+    period_spy spy = {.n = 0};
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.p.reopen_on_failure = true;
+    f.p.close_run = 1;
+    f.spec.open_for = spy_open_for;
+    f.spec.open_for_arg = &spy;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    fx_call(&f, RS_FAIL); /* trip: reopens 0 */
+    for (int k = 1; k <= 3; k++) {
+        circuit_test_clock_advance(10000);
+        fx_call(&f, RS_FAIL); /* probe fails: the k-th reopen */
+        cr_assert_eq(spy.seen[k].reopens, k);
+        cr_assert_eq(f.log.tr[f.log.n - 1].open_for_ns, 100 * (k + 1) + (int64_t)spy.seen[k].generation);
+    }
+    circuit_test_clock_advance(10000);
+    fx_call(&f, RS_OK); /* probe succeeds: closed */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    fx_call(&f, RS_FAIL); /* a trip from closed again */
+    cr_assert_eq(spy.seen[4].reopens, 0);
+    circuit_test_clock_advance(10000);
+    fx_call(&f, RS_FAIL);
+    cr_assert_eq(spy.seen[5].reopens, 1);
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    fx_call(&f, RS_FAIL);
+    cr_assert_eq(spy.seen[6].reopens, 0, "reset closes: the count starts again");
+    fx_free(&f);
+}
+
+/* ---- M1 ----------------------------------------------------------------- */
+
+Test(operator, M1_stats_totals_are_exact_and_add_up_when_quiescent)
+{
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 2;
+    f.p.close_run = 1;
+    fx_build(&f);
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.state, CIRCUIT_CLOSED);
+    cr_assert_eq(s.generation, 0);
+    cr_assert_eq(s.admitted + s.rejected + s.transitions, 0);
+    fx_call(&f, RS_OK);
+    fx_call(&f, RS_IGN);
+    circuit_ticket live, rel;
+    cr_assert(circuit_allow(f.b, NULL, &live, NULL));
+    cr_assert(circuit_allow(f.b, NULL, &rel, NULL));
+    circuit_release(&rel);
+    fx_call(&f, RS_FAIL);
+    fx_call(&f, RS_FAIL); /* trips */
+    cr_assert_not(circuit_done(&live, RS_OK), "admitted before the trip: late");
+    circuit_ticket t;
+    circuit_rejection rej;
+    circuit_test_clock_advance(OPEN_FOR / 2);
+    cr_assert_not(circuit_allow(f.b, NULL, &t, &rej));
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.state, CIRCUIT_OPEN);
+    cr_assert_eq(s.generation, 1);
+    cr_assert_eq(s.retry_after_ns, rej.retry_after_ns);
+    cr_assert_eq(s.admitted, 6);
+    cr_assert_eq(s.rejected, 1);
+    cr_assert_eq(s.successes, 1);
+    cr_assert_eq(s.failures, 2);
+    cr_assert_eq(s.ignored, 1);
+    cr_assert_eq(s.late, 1); /* `live`, settled after the trip */
+    cr_assert_eq(s.released, 1);
+    cr_assert_eq(s.transitions, 1);
+    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released);
+    /* half-open: probes in flight, timeouts */
+    circuit_test_clock_advance(OPEN_FOR);
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.state, CIRCUIT_HALF_OPEN);
+    cr_assert_eq(s.probes_in_flight, 1);
+    circuit_test_clock_advance(PROBE_TO);
+    circuit_ticket u;
+    cr_assert(circuit_allow(f.b, NULL, &u, NULL)); /* t timed out */
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.timed_out, 1);
+    cr_assert_eq(s.counts.timed_out, 1);
+    cr_assert_eq(s.probes_in_flight, 1);
+    /* identity with two live tickets */
+    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released + 2);
+    circuit_release(&u);
+    cr_assert(circuit_done(&t, RS_OK), "P2: the timed-out probe's result still counts");
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.state, CIRCUIT_CLOSED);
+    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released);
+    fx_free(&f);
+}
+
+/* The stats read is pure: no CAS of the state word, no callback, and it does
+ * not fold the fast mode's per-CPU counters (it reads them). */
+Test(operator, M1_stats_read_writes_nothing_and_does_not_fold)
+{
+    fx f;
+    fx_new(&f, 64, 1, OPEN_FOR, PROBE_TO);
+    for (int i = 0; i < 1000; i++)
+        fx_call(&f, RS_OK);
+    uint64_t cas0 = circuit_test_core_cas_attempts();
+    int64_t calls = f.p.trip_calls + f.p.probe_calls + f.c.calls + f.log.n;
+    circuit_stats s;
+    for (int i = 0; i < 100; i++)
+        circuit_get_stats(f.b, &s);
+    cr_assert_eq(circuit_test_core_cas_attempts(), cas0);
+    cr_assert_eq(f.p.trip_calls + f.p.probe_calls + f.c.calls + f.log.n, calls);
+    cr_assert(circuit_test_fast_mode(f.b), "a stats read does not fold");
+    cr_assert_eq(s.successes, 1000);
+    assert_counts(&s.counts, 64, 0, 1000, 0, 0);
+    fx_free(&f);
+}
