@@ -28,7 +28,9 @@
  *           1. seal: every record {unsealed, X} is CASed to {sealed, X}
  *              (one atomic operation each; a sealed record never changes
  *              again while the word is fast X, so a count that lost to the
- *              seal goes to the slow path);
+ *              seal goes to the slow path). A record with another id (the
+ *              losing entry of two that raced prepared it last) holds no
+ *              count and is sealed empty as {sealed, X, 0};
  *           2. sum the counts of the records {sealed, X} (a record with
  *              another id means the fold is over: someone else finished);
  *           3. add the sum to the successes total once per interval (the
@@ -159,12 +161,28 @@ bool circuit__fold(circuit_breaker *b, circuit__u128 *c)
     /* 1. seal */
     for (uint32_t i = 0; i < b->ncpu; i++) {
         uint64_t *rec = &b->pcpu[i].fast;
-        uint64_t v = circuit__ld_rlx(rec);
-        /* relaxed: a seal is an RMW on the record (it sees every count
-         * before it); the word CAS at the end publishes the result */
-        while (!(v & FAST_SEALED) && fast_id(v) == id &&
-               !circuit__cas_rlx(rec, &v, v | FAST_SEALED))
-            ;
+        uint64_t v = circuit__ld_acq(rec); /* acquire: see "foreign" below */
+        for (;;) {
+            if (fast_id(v) == id) {
+                /* a seal is an RMW on the record (it sees every count
+                 * before it); the word CAS at the end publishes the sum.
+                 * acquire on failure: the value returned is looked at */
+                if ((v & FAST_SEALED) || circuit__cas_acq(rec, &v, v | FAST_SEALED))
+                    break;
+                continue;
+            }
+            /* Foreign: two entries raced and the loser's preparation of
+             * this record landed after the winner's (both had checked the
+             * slow word). No success was counted into it: counts go only to
+             * records named by the word. Seal it empty for this interval,
+             * only while the word is still this interval (read X, check,
+             * CAS X), so a stopped folder never touches a later interval's
+             * live record. */
+            if (circuit__ld128_lo_acq(&b->core) != c->lo)
+                goto moved;
+            if (circuit__cas_acq(rec, &v, fast_make(id, 0) | FAST_SEALED))
+                break;
+        }
     }
     CIRCUIT__HOOK(CIRCUIT_TP_FOLD_SEALED);
     /* 2. sum: every record is now {sealed, id} unless the fold is over */
@@ -209,7 +227,10 @@ bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slo
         id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__F31_MASK);
     for (uint32_t i = 0; i < b->ncpu; i++) {
         uint64_t *rec = &b->pcpu[i].fast;
-        uint64_t v = circuit__ld_rlx(rec);
+        /* read X, check the word, CAS X: acquire, so the check below cannot
+         * be satisfied before this read (else a count made after the check
+         * could be read here and wiped by the CAS) */
+        uint64_t v = circuit__ld_acq(rec);
         for (;;) {
             /* acquire: the record CAS below cannot be made before this
              * check; while the word's low half is c's (not fast), no
@@ -218,7 +239,8 @@ bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slo
                 *c = circuit__ld128_acq(&b->core);
                 return false;
             }
-            if (circuit__cas_rlx(rec, &v, fast_make(id, 0)))
+            /* acquire on failure: the value returned is checked again */
+            if (circuit__cas_acq(rec, &v, fast_make(id, 0)))
                 break;
         }
     }

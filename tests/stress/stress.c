@@ -190,7 +190,7 @@ static struct {
     atomic_int in_observe;
     _Atomic uint64_t last_gen;       /* generation of the last transition delivered */
     atomic_int last_to;              /* its `to` (CIRCUIT_CLOSED before any) */
-    _Atomic uint64_t moves[4][4];    /* transitions delivered, by from/to */
+    _Atomic uint64_t moves[5][5];    /* transitions delivered, by from/to */
     atomic_ulong nested_calls;
     atomic_ulong admitted, counted;  /* allow() == true; done() == true */
     /* hand-off queue (test code: a mutex is fine here) */
@@ -332,17 +332,35 @@ static void observe(void *arg, void *call_ctx, const circuit_transition *t)
     if (t->from != from)
         stress_fail("O1: transition %" PRIu64 " is from %s but the previous one went to %s",
                     t->generation, circuit_state_name(t->from), circuit_state_name(from));
-    bool legal = (t->from == CIRCUIT_CLOSED && t->to == CIRCUIT_OPEN) ||
-                 (t->from == CIRCUIT_OPEN && t->to == CIRCUIT_HALF_OPEN) ||
-                 (t->from == CIRCUIT_HALF_OPEN &&
-                  (t->to == CIRCUIT_CLOSED || t->to == CIRCUIT_OPEN));
+    bool op = t->cause == CIRCUIT_CAUSE_OPERATOR;
+    bool legal = op ? ((t->to == CIRCUIT_ISOLATED && t->from != CIRCUIT_ISOLATED) ||
+                       (t->to == CIRCUIT_CLOSED && t->from != CIRCUIT_CLOSED))
+                    : (t->from == CIRCUIT_CLOSED && t->to == CIRCUIT_OPEN &&
+                       t->cause == CIRCUIT_CAUSE_POLICY) ||
+                          (t->from == CIRCUIT_OPEN && t->to == CIRCUIT_HALF_OPEN &&
+                           t->cause == CIRCUIT_CAUSE_TIMER) ||
+                          (t->from == CIRCUIT_HALF_OPEN && t->cause == CIRCUIT_CAUSE_POLICY &&
+                           (t->to == CIRCUIT_CLOSED || t->to == CIRCUIT_OPEN));
+    if (op && !G.cfg.operator_pm)
+        legal = false;
     if (!legal)
-        stress_fail("O1: illegal move %s -> %s (generation %" PRIu64 ")",
-                    circuit_state_name(t->from), circuit_state_name(t->to), t->generation);
+        stress_fail("O1/OP1: illegal move %s -> %s, cause %d (generation %" PRIu64 ")",
+                    circuit_state_name(t->from), circuit_state_name(t->to), (int)t->cause,
+                    t->generation);
+    if ((t->to == CIRCUIT_OPEN) != (t->open_for_ns != 0) ||
+        (t->to == CIRCUIT_OPEN && t->open_for_ns != G.cfg.open_for_ns))
+        stress_fail("B1: transition %" PRIu64 " to %s carries open_for_ns %" PRId64,
+                    t->generation, circuit_state_name(t->to), t->open_for_ns);
 
     const circuit_counts *c = &t->counts;
     check_counts(c, "a transition");
-    if (t->from == CIRCUIT_OPEN) {
+    if (op || t->from == CIRCUIT_ISOLATED) {
+        if ((t->from == CIRCUIT_OPEN || t->from == CIRCUIT_ISOLATED) &&
+            (c->successes || c->failures || c->consecutive_successes ||
+             c->consecutive_failures || c->timed_out))
+            stress_fail("C4/OP1: %s -> %s (generation %" PRIu64 ") carries non-zero counts",
+                        circuit_state_name(t->from), circuit_state_name(t->to), t->generation);
+    } else if (t->from == CIRCUIT_OPEN) {
         if (c->successes || c->failures || c->consecutive_successes ||
             c->consecutive_failures || c->timed_out)
             stress_fail("C4: open -> half-open (generation %" PRIu64 ") carries non-zero counts",
@@ -383,7 +401,7 @@ static void observe(void *arg, void *call_ctx, const circuit_transition *t)
     if (t->generation < GEN_CAP)
         atomic_store_explicit(&G.tab[t->generation].state, (unsigned char)t->to,
                               memory_order_release);
-    if (t->from >= 1 && t->from <= 3 && t->to >= 1 && t->to <= 3)
+    if (t->from >= 1 && t->from <= 4 && t->to >= 1 && t->to <= 4)
         atomic_fetch_add_explicit(&G.moves[t->from][t->to], 1, memory_order_relaxed);
     atomic_store_explicit(&G.last_to, (int)t->to, memory_order_relaxed);
     atomic_store_explicit(&G.last_gen, t->generation, memory_order_release);
@@ -393,8 +411,11 @@ static void observe(void *arg, void *call_ctx, const circuit_transition *t)
     if (G.cfg.nested && t->generation % 5 == 0) {
         atomic_fetch_add_explicit(&G.nested_calls, 1, memory_order_relaxed);
         circuit_state s = circuit_get_state(G.b);
-        if (s < CIRCUIT_CLOSED || s > CIRCUIT_HALF_OPEN)
+        if (s < CIRCUIT_CLOSED || s > CIRCUIT_ISOLATED)
             stress_fail("S5: circuit_get_state returned %d inside observe", (int)s);
+        if (G.cfg.operator_pm && t->generation % 15 == 0)
+            (void)(t->to == CIRCUIT_ISOLATED ? circuit_reset(G.b, &nested_tk[tls_idx + 1].ctx)
+                                             : circuit_isolate(G.b, &nested_tk[tls_idx + 1].ctx));
         stress_ticket *nt = &nested_tk[tls_idx + 1];
         if (stress_allow(nt, tls_idx))
             stress_done(nt, (t->generation / 5) % 3 == 0 ? 1 : 0);
@@ -421,8 +442,8 @@ void stress_begin(const stress_config *cfg, const stress_args *a)
     atomic_store(&G.in_observe, 0);
     atomic_store(&G.last_gen, 0);
     atomic_store(&G.last_to, CIRCUIT_CLOSED);
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++)
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++)
             atomic_store(&G.moves[i][j], 0);
     atomic_store(&G.nested_calls, 0);
     atomic_store(&G.admitted, 0);
@@ -491,6 +512,10 @@ bool stress_allow_rej(stress_ticket *s, int owner, circuit_rejection *rej_out)
         } else if (rej.state == CIRCUIT_HALF_OPEN) {
             if (rej.retry_after_ns != 0)
                 stress_fail("S4: half-open rejection with retry_after %" PRId64 " (must be 0)",
+                            rej.retry_after_ns);
+        } else if (rej.state == CIRCUIT_ISOLATED && G.cfg.operator_pm) {
+            if (rej.retry_after_ns != 0)
+                stress_fail("OP1: isolated rejection with retry_after %" PRId64 " (must be 0)",
                             rej.retry_after_ns);
         } else {
             stress_fail("T1: rejection with state %d", (int)rej.state);
@@ -686,12 +711,52 @@ static void handoff_step(stress_worker *w)
     } else if (r < 94) {
         atomic_store_explicit(&w->in_call, IN_GET_STATE, memory_order_relaxed);
         circuit_state st = circuit_get_state(G.b);
-        if (st < CIRCUIT_CLOSED || st > CIRCUIT_HALF_OPEN)
+        if (st < CIRCUIT_CLOSED || st > CIRCUIT_ISOLATED)
             stress_fail("S5: circuit_get_state returned %d", (int)st);
     } else {
         atomic_store_explicit(&w->in_call, IN_CLOCK, memory_order_relaxed);
         clock_op(w);
     }
+}
+
+/* ---- stats and operator calls ------------------------------------------------------------ */
+
+static _Thread_local circuit_stats tls_last_stats; /* this worker's previous read */
+
+/* M1: a read under concurrency gives each field a value it held: totals
+ * never go down between two reads by one thread; the state is valid; the
+ * counts obey C1/C2. Sometimes an operator call instead (OP3: any thread,
+ * while traffic flows). */
+static void stats_step(stress_worker *w)
+{
+    if (G.cfg.operator_pm && stress_below(&w->rng, 1000) < (uint64_t)G.cfg.operator_pm * 25) {
+        atomic_store_explicit(&w->in_call, IN_OPERATOR, memory_order_relaxed);
+        int rc = stress_below(&w->rng, 2) ? circuit_isolate(G.b, &w->tk[0].ctx)
+                                          : circuit_reset(G.b, &w->tk[0].ctx);
+        if (rc != 0 && rc != EALREADY)
+            stress_fail("OP1/OP2: isolate/reset returned %d", rc);
+        return;
+    }
+    circuit_stats s;
+    circuit_get_stats(G.b, &s);
+    const circuit_stats *p = &tls_last_stats;
+    if (s.state < CIRCUIT_CLOSED || s.state > CIRCUIT_ISOLATED)
+        stress_fail("M1: stats state %d", (int)s.state);
+    check_counts(&s.counts, "circuit_get_stats");
+    if (s.admitted < p->admitted || s.rejected < p->rejected || s.successes < p->successes ||
+        s.failures < p->failures || s.ignored < p->ignored || s.late < p->late ||
+        s.released < p->released || s.timed_out < p->timed_out ||
+        s.transitions < p->transitions)
+        stress_fail("M1: a total went down between two reads of one thread (admitted %" PRIu64
+                    " -> %" PRIu64 ", successes %" PRIu64 " -> %" PRIu64 ", failures %" PRIu64
+                    " -> %" PRIu64 ")",
+                    p->admitted, s.admitted, p->successes, s.successes, p->failures, s.failures);
+    if (s.state == CIRCUIT_OPEN && (s.retry_after_ns <= 0 || s.retry_after_ns > G.cfg.open_for_ns))
+        stress_fail("M1: retry_after_ns %" PRId64 " while open", s.retry_after_ns);
+    if (s.probes_in_flight < 0 || s.probes_in_flight > G.cfg.probes)
+        stress_fail("M1: %" PRId64 " probes in flight (probes %d)", s.probes_in_flight,
+                    G.cfg.probes);
+    tls_last_stats = s;
 }
 
 /* ---- the standard mix ------------------------------------------------------------------ */
@@ -730,11 +795,14 @@ void stress_step(stress_worker *w)
         } else {
             stress_release(s);
         }
-    } else if (r < 93) {
+    } else if (r < 89) {
         atomic_store_explicit(&w->in_call, IN_GET_STATE, memory_order_relaxed);
         circuit_state st = circuit_get_state(G.b);
-        if (st < CIRCUIT_CLOSED || st > CIRCUIT_HALF_OPEN)
+        if (st < CIRCUIT_CLOSED || st > CIRCUIT_ISOLATED)
             stress_fail("S5: circuit_get_state returned %d", (int)st);
+    } else if (r < 93) {
+        atomic_store_explicit(&w->in_call, IN_STATS, memory_order_relaxed);
+        stats_step(w);
     } else {
         atomic_store_explicit(&w->in_call, IN_CLOCK, memory_order_relaxed);
         clock_op(w);
@@ -789,8 +857,8 @@ void stress_team_start(stress_team *team, int n, long ops_each, uint64_t seed,
 static const char *in_call_name(int c)
 {
     static const char *const names[] = {"-", "allow", "done", "release", "get_state",
-                                        "clock", "queue", "paused"};
-    return (c >= 0 && c <= IN_PAUSE) ? names[c] : "?";
+                                        "clock", "queue", "paused", "isolate/reset", "get_stats"};
+    return (c >= 0 && c <= IN_STATS) ? names[c] : "?";
 }
 
 void stress_report_hang(stress_team *team, const char *why)
@@ -828,7 +896,7 @@ void stress_team_wait(stress_team *team, int64_t timeout_ns)
             break;
         /* checked while they race: the pure read and the pending count */
         circuit_state st = circuit_get_state(G.b);
-        if (st < CIRCUIT_CLOSED || st > CIRCUIT_HALF_OPEN)
+        if (st < CIRCUIT_CLOSED || st > CIRCUIT_ISOLATED)
             stress_fail("S5: circuit_get_state returned %d", (int)st);
         if (circuit_test_pending(G.b) < 0)
             stress_fail("O3: pending count below zero");
@@ -878,6 +946,9 @@ static void drive_closed(stress_ctx *ctx)
         int64_t t0 = circuit_test_clock_now();
         if (stress_allow_rej(&s, -1, &rej)) {
             stress_done(&s, 0);
+        } else if (rej.state == CIRCUIT_ISOLATED) {
+            if (circuit_reset(G.b, &s.ctx) != 0)
+                stress_fail("OP2: reset of an isolated breaker did not return 0");
         } else if (rej.state == CIRCUIT_OPEN) {
             if (G.cfg.real_clock)
                 stress_sleep_ns(rej.retry_after_ns);
@@ -970,8 +1041,9 @@ bool stress_end(void)
         if (ah && state != CIRCUIT_HALF_OPEN)
             stress_fail("S4: %u tickets admitted as probes in generation %" PRIu64 ", which is %s",
                         ah, g, circuit_state_name((circuit_state)state));
-        if (state == CIRCUIT_OPEN && (S || F || I || L))
-            stress_fail("S3: results settled in open generation %" PRIu64, g);
+        if ((state == CIRCUIT_OPEN || state == CIRCUIT_ISOLATED) && (S || F || I || L))
+            stress_fail("S3/OP1: results settled in %s generation %" PRIu64,
+                        circuit_state_name((circuit_state)state), g);
         if (atomic_load(&e->inflight) != 0)
             stress_fail("harness: %u probes of generation %" PRIu64 " still registered",
                         atomic_load(&e->inflight), g);
@@ -1019,6 +1091,28 @@ bool stress_end(void)
         stress_fail("harness: %lu tickets had a generation beyond the table (%" PRIu32
                     " generations); make the run shorter",
                     atomic_load(&G.untracked), GEN_CAP);
+
+    /* M1: quiescent (every call returned, every ticket settled): the totals
+     * are exact, add up, and agree with what the harness saw. */
+    {
+        circuit_stats ms;
+        circuit_get_stats(G.b, &ms);
+        if (ms.admitted != ms.successes + ms.failures + ms.ignored + ms.late + ms.released)
+            stress_fail("M1: admitted %" PRIu64 " != successes %" PRIu64 " + failures %" PRIu64
+                        " + ignored %" PRIu64 " + late %" PRIu64 " + released %" PRIu64,
+                        ms.admitted, ms.successes, ms.failures, ms.ignored, ms.late,
+                        ms.released);
+        if (ms.admitted != stress_admitted())
+            stress_fail("M1: stats admitted %" PRIu64 ", the harness saw %lu admitted",
+                        ms.admitted, (unsigned long)stress_admitted());
+        if (ms.successes + ms.failures + ms.ignored != stress_counted())
+            stress_fail("M1: stats count %" PRIu64 " results reaching their generation, the "
+                        "harness saw %lu",
+                        ms.successes + ms.failures + ms.ignored, (unsigned long)stress_counted());
+        if (ms.transitions != stress_delivered())
+            stress_fail("M1: stats count %" PRIu64 " transitions, %" PRIu64 " were delivered",
+                        ms.transitions, stress_delivered());
+    }
 
     bool ok = stress_failures() == G.fails_at_begin;
     printf("  %-28s %s: %" PRIu64 " transitions (c->o %" PRIu64 ", o->h %" PRIu64 ", h->c %" PRIu64

@@ -95,6 +95,7 @@ typedef struct stress_config {
     bool nested;               /* observe makes nested calls (allow/done/get_state) */
     int fail_pct, ignore_pct;  /* outcome mix of done (rest: success) */
     bool handoff;              /* odd threads settle tickets on another thread */
+    int operator_pm;           /* isolate / reset per mille of operations (OP1-OP3) */
 } stress_config;
 
 /* A call context: every allow/done of the harness passes one (O6). */
@@ -128,7 +129,7 @@ typedef struct stress_worker {
 } stress_worker;
 
 /* In-call markers. */
-enum { IN_NONE, IN_ALLOW, IN_DONE, IN_RELEASE, IN_GET_STATE, IN_CLOCK, IN_QUEUE, IN_PAUSE };
+enum { IN_NONE, IN_ALLOW, IN_DONE, IN_RELEASE, IN_GET_STATE, IN_CLOCK, IN_QUEUE, IN_PAUSE, IN_OPERATOR, IN_STATS };
 
 /* Builds the breaker for `cfg`, resets every record. Returns 0 or aborts the
  * program (a setup problem). */

@@ -6,7 +6,8 @@
  *
  * Usage: stress_park [threads] [ops-per-thread] [seed] --point=NAME [--rounds=N]
  *   NAME: ALLOW_BEFORE_CAS DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
- *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE
+ *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE FAST_BEFORE_COUNT FOLD_SEALED
+ *         FOLD_MID_SUM ENTRY_BEFORE_CAS OPERATOR_BEFORE_CAS
  *
  * Thread 0 (the victim) runs the standard mix of stress.c; the test hook
  * (circuit_test_set_hook) parks it the k-th time (k random, 1..40) it passes
@@ -59,6 +60,11 @@ static const struct {
     {"AFTER_PUBLISH", CIRCUIT_TP_AFTER_PUBLISH},
     {"SLOT_HELD", CIRCUIT_TP_SLOT_HELD},
     {"RING_BEFORE_WRITE", CIRCUIT_TP_RING_BEFORE_WRITE},
+    {"FAST_BEFORE_COUNT", CIRCUIT_TP_FAST_BEFORE_COUNT},
+    {"FOLD_SEALED", CIRCUIT_TP_FOLD_SEALED},
+    {"FOLD_MID_SUM", CIRCUIT_TP_FOLD_MID_SUM},
+    {"ENTRY_BEFORE_CAS", CIRCUIT_TP_ENTRY_BEFORE_CAS},
+    {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
 };
 
 static circuit_test_point target;
@@ -220,17 +226,23 @@ int main(int argc, char **argv)
             break;
     if (!name || pi == sizeof points / sizeof points[0])
         stress_die("--point=ALLOW_BEFORE_CAS|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
-                   "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE");
+                   "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
+                   "FOLD_MID_SUM|ENTRY_BEFORE_CAS|OPERATOR_BEFORE_CAS");
     if (a.threads < 2)
         stress_die("needs at least 2 threads");
     target = points[pi].p;
     char prog[64];
     snprintf(prog, sizeof prog, "stress-park %s", points[pi].name);
 
-    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false};
+    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0};
     char cname[80];
     snprintf(cname, sizeof cname, "park %s test p1 w4", points[pi].name);
     cfg.name = cname;
+    if (target == CIRCUIT_TP_FAST_BEFORE_COUNT || target == CIRCUIT_TP_FOLD_SEALED ||
+        target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_ENTRY_BEFORE_CAS)
+        cfg.fail_pct = 8; /* mostly healthy: the fast mode is entered and folded often */
+    if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS)
+        cfg.operator_pm = 6;
     stress_begin(&cfg, &a);
     uint64_t rng = a.seed ^ 0x9a4c;
     atomic_store(&hits_left, 1 + (int)stress_below(&rng, 40));
