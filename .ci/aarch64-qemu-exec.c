@@ -14,8 +14,13 @@
  * Environment (read in the guest, i.e. passed through by qemu):
  *   CIRCUIT_QEMU_AARCH64  the host's qemu-aarch64 (default /usr/bin/qemu-aarch64)
  *   QEMU_LD_PREFIX        the sysroot; qemu reads it itself (same as -L)
- *   QEMU_SET_ENV          LD_PRELOAD=<this library>: qemu sets it for the guest
- *                         only, so the host's qemu never sees an aarch64 preload
+ *   QEMU_SET_ENV          LD_PRELOAD=<dir>/$LIB/<this library>: qemu sets it
+ *                         for the guest only. A host program that a guest
+ *                         starts (a shell through system(), promtool) inherits
+ *                         it too: $LIB makes its ld.so look in
+ *                         <dir>/lib/x86_64-linux-gnu, where a host library
+ *                         that does nothing sits, instead of complaining
+ *                         about an aarch64 one.
  *
  * Built and used by .ci/aarch64-test.sh; not part of the library.
  */

@@ -207,7 +207,10 @@ awk -v ccs=" ${!versions[*]} " -v report="$tmp/report" '
 checked=$(cat "$tmp/checked")
 total=$(awk '{ s += $NF } END { print s + 0 }' "$tmp/counts")
 if ((fail)); then
-    echo "check-aarch64-ordering: FAILED: ordering instructions went below the baseline ($baseline)"
+    echo "check-aarch64-ordering: FAILED: ordering instructions went below the baseline ($baseline)."
+    echo "  If the change means to remove them (each one: which pair no longer needs ordering, and why),"
+    echo "  regenerate the baseline and commit it with that reason:"
+    echo "  .ci/check-aarch64-ordering.sh --update build/aarch64-gcc build/aarch64-clang"
     exit 1
 fi
 echo "check-aarch64-ordering: ok: $checked baseline counts held (${!versions[*]}; $total ordering instructions now)"
