@@ -14,10 +14,15 @@
  *
  * States
  *   closed     every call is admitted and its result counted; after each
- *              counted success or failure the `trip` policy decides whether
- *              to open.
- *   open       every call is rejected at once until `open_for_ns` has passed
- *              since the breaker opened.
+ *              counted failure, and each success counted while the window
+ *              holds a failure, the `trip` policy decides whether to open
+ *              (a success into a window with no failure asks nothing: 0.2,
+ *              see circuit_policy.trip).
+ *   open       every call is rejected at once until the open period has
+ *              passed since the breaker opened (config.open_for_ns, or what
+ *              spec.open_for chooses).
+ *   isolated   held open by an operator (circuit_isolate) until
+ *              circuit_reset; no time-driven change.
  *   half-open  at most `probes` calls (probes) are in flight; after each probe
  *              result and each probe timeout the `probe` policy decides:
  *              close, reopen, or keep probing.
@@ -44,11 +49,21 @@
  *   circuit_allow, circuit_done, circuit_release and circuit_get_state are
  *   lock-free: they take no mutex, spinlock or futex wait, and a thread stopped
  *   at any point inside one of them does not keep other threads from
- *   completing theirs. The state, the generation and the window counts live in
- *   one 16-byte word updated by compare-and-swap; a result is counted only by
- *   a CAS that also checks the generation the call was admitted in.
+ *   completing theirs. circuit_isolate, circuit_reset and circuit_get_stats
+ *   are lock-free too. The state, the generation and the window counts live
+ *   in one 16-byte word updated by compare-and-swap; a result is counted only
+ *   by a CAS that also checks the generation the call was admitted in.
+ *   While closed with no failure in the window (the healthy case), a success
+ *   is instead counted in a per-CPU counter of the CPU the thread runs on, so
+ *   circuit_allow + circuit_done of a success write no cache line that
+ *   another CPU's allow or done writes; the counters are folded into the
+ *   word, exactly, when exact counts are needed (a failure, isolate, reset).
  *   circuit_new and circuit_free are not thread-safe with respect to the
  *   breaker they create or destroy.
+ *
+ * Supported CPUs: x86-64 and aarch64 (the build refuses others by name); the
+ * memory orders are C11's, stated at every shared access in src/, and rely
+ * on neither CPU's own ordering.
  *
  * Memory ordering a caller can rely on
  *   - Everything a thread did before the circuit_done (or circuit_allow) call
@@ -143,7 +158,8 @@ typedef enum circuit_outcome {
 typedef struct circuit_config {
     int     window;           /**< results the count window covers, 1..CIRCUIT_MAX_COUNT */
     int     probes;           /**< probes in flight while half-open, 1..CIRCUIT_MAX_COUNT */
-    int64_t open_for_ns;      /**< time spent open before half-open, ns, > 0 */
+    int64_t open_for_ns;      /**< time spent open before half-open, ns, > 0
+                                   (the period when spec.open_for is NULL) */
     int64_t probe_timeout_ns; /**< longest a probe holds its slot, ns, > 0 */
 } circuit_config;
 
@@ -169,12 +185,19 @@ typedef struct circuit_counts {
  *  wins the CAS first (only the last answer takes effect). They must not call
  *  the breaker. */
 typedef struct circuit_policy {
-    /** Asked while closed after each counted success or failure;
-     *  true opens the breaker. */
+    /** Asked while closed after each counted failure, and after each counted
+     *  success while the window held at least one failure before it (the
+     *  success that evicts the last failure is still asked, and sees
+     *  failures = 0); true opens the breaker. A success counted into a window
+     *  with no failure asks nothing (SPEC S2 as amended in 0.2): that is what
+     *  lets the healthy path count it on a per-CPU line. The one policy this
+     *  changes from 0.1 is one that would open on an all-success window
+     *  (e.g. "open after N results"): it now opens only on a failure. */
     bool (*trip)(void *arg, const circuit_counts *counts);
     /** Asked while half-open after each probe success or failure and each
      *  probe timeout: CIRCUIT_CLOSED closes, CIRCUIT_OPEN reopens for a fresh
-     *  open_for_ns, CIRCUIT_HALF_OPEN keeps probing. Any other value aborts. */
+     *  open period (B1), CIRCUIT_HALF_OPEN keeps probing. Any other value
+     *  aborts. */
     circuit_state (*probe)(void *arg, const circuit_counts *counts);
     void *arg;  /**< passed to all three; owned by the caller, must outlive the breaker */
     /** Optional (may be NULL): called once by circuit_new with the config
@@ -350,7 +373,7 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  *
  * First delivers transitions that are pending (unless another thread is
  * delivering), then makes the time-driven changes that fell due (open ->
- * half-open at exactly opened_at + open_for_ns, probe timeouts), then
+ * half-open at exactly opened_at + the open period, probe timeouts), then
  * decides. While closed it reads no clock.
  *
  * Returns true when admitted: the ticket is live and must be settled by
@@ -418,7 +441,7 @@ CIRCUIT_API void circuit_release(circuit_ticket *t);
 /**
  * circuit_get_state - the current state, as a pure read.
  *
- * Reports CIRCUIT_HALF_OPEN as soon as open_for_ns has passed (reading the
+ * Reports CIRCUIT_HALF_OPEN as soon as the open period has passed (reading the
  * clock only while open). Calls no callback and changes nothing, so it is
  * safe in a metrics callback and inside observe. Thread-safe, lock-free (it
  * reads again only while the state word changes under it).
