@@ -430,9 +430,14 @@ CIRCUIT_API bool circuit_done(circuit_ticket *t, int result);
  * depend on who notices first). If @t is already settled, rejected or blank:
  * does nothing. Calls no callback and delivers nothing, so it is safe during
  * unwinding (it is what CIRCUIT_TICKET_GUARD runs).
- * If circuit_done and circuit_release race on one ticket from two threads,
- * exactly one settles it (and a probe slot is freed exactly once); if release
- * wins, the done call aborts as "already settled by release".
+ * For a ticket that holds a probe slot (admitted while half-open), circuit_done
+ * and circuit_release may race on two threads: exactly one settles it and
+ * the slot is freed exactly once; if release wins, the done call aborts as
+ * "already settled by release". A ticket admitted while closed is settled
+ * without such arbitration (no locked instruction on the hot path, SPEC T5 as
+ * amended in 0.2): settling it from two threads at once is a caller bug whose
+ * outcome is undefined; done-after-release and done-after-done on one thread
+ * still abort.
  * Thread-safe, lock-free, allocation-free.
  * Aborts: @t is NULL; @t holds bytes that circuit_allow never wrote.
  */
