@@ -105,7 +105,7 @@ static void ratio_cell(char *buf, size_t len, const result *r, const result *ref
     if (ref == NULL || ref->ns_med <= 0)
         snprintf(buf, len, "-");
     else
-        snprintf(buf, len, "%.2f", r->ns_med / ref->ns_med);
+        snprintf(buf, len, "%.3g", r->ns_med / ref->ns_med);
 }
 
 static void num_cell(char *buf, size_t len, double v, const char *fmt)
