@@ -46,6 +46,7 @@
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <urcu/lfstack.h>
@@ -133,9 +134,15 @@ typedef struct circuit__pcpu {
 } __attribute__((aligned(64))) circuit__pcpu;
 _Static_assert(sizeof(circuit__pcpu) == 64, "one cache line per CPU");
 
+/* Which total of a circuit__pcpu line (its byte offset). */
 enum circuit__total {
-    CIRCUIT__T_ADMITTED = 1, CIRCUIT__T_REJECTED, CIRCUIT__T_SUCCESSES, CIRCUIT__T_FAILURES,
-    CIRCUIT__T_IGNORED, CIRCUIT__T_LATE, CIRCUIT__T_RELEASED
+    CIRCUIT__T_ADMITTED = offsetof(circuit__pcpu, admitted),
+    CIRCUIT__T_REJECTED = offsetof(circuit__pcpu, rejected),
+    CIRCUIT__T_SUCCESSES = offsetof(circuit__pcpu, successes),
+    CIRCUIT__T_FAILURES = offsetof(circuit__pcpu, failures),
+    CIRCUIT__T_IGNORED = offsetof(circuit__pcpu, ignored),
+    CIRCUIT__T_LATE = offsetof(circuit__pcpu, late),
+    CIRCUIT__T_RELEASED = offsetof(circuit__pcpu, released)
 };
 
 /* ---- the breaker --------------------------------------------------------- */
@@ -239,9 +246,7 @@ void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure
                                bool evicted_failure);
 uint64_t circuit__hi_add_timeout(uint64_t hi);
 
-/* percpu.c */
-circuit__pcpu *circuit__my_cpu(const circuit_breaker *b);
-void circuit__total_add(circuit_breaker *b, enum circuit__total which);
+/* percpu.c (and the two inline helpers below) */
 typedef enum circuit__fast_result { CIRCUIT__FAST_COUNTED, CIRCUIT__FAST_NO } circuit__fast_result;
 circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo);
 bool circuit__fold(circuit_breaker *b, circuit__u128 *c);
@@ -297,6 +302,26 @@ static inline uint64_t circuit__seq_sub(const struct circuit_breaker *b, uint64_
 static inline int64_t circuit__sat_add(int64_t a, int64_t b)
 {
     return (a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+/* The line of the CPU this thread runs on: sched_getcpu(), which glibc
+ * answers from rseq without a system call. A thread may migrate right after:
+ * every write to a line is an atomic RMW, so that costs speed, never a
+ * count. */
+static inline circuit__pcpu *circuit__my_cpu(const circuit_breaker *b)
+{
+    int cpu = sched_getcpu();
+    uint32_t i = cpu < 0 ? 0u : (uint32_t)cpu;
+    if (i >= b->ncpu) /* more CPUs online than configured at circuit_new */
+        i %= b->ncpu;
+    return &b->pcpu[i];
+}
+
+/* Adds one to a total of SPEC M1 on this CPU's line. relaxed: a total
+ * orders nothing; the RMW keeps it exact when two threads meet on a line. */
+static inline void circuit__total_add(circuit_breaker *b, enum circuit__total which)
+{
+    circuit__faa_rlx((uint64_t *)(void *)((char *)circuit__my_cpu(b) + which), 1);
 }
 
 #ifdef CIRCUIT_TESTING

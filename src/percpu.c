@@ -68,8 +68,6 @@
  * The SPIN model in tests/model/spin/ checks this protocol exhaustively for
  * small bounds.
  */
-#include <sched.h>
-
 #include "internal.h"
 
 #define FAST_SEALED (UINT64_C(1) << 63)
@@ -89,33 +87,6 @@ void circuit__pcpu_init(circuit_breaker *b)
     for (uint32_t i = 0; i < b->ncpu; i++)
         b->pcpu[i].fast = fast_make(1, 0);
     b->next_id = 1;
-}
-
-circuit__pcpu *circuit__my_cpu(const circuit_breaker *b)
-{
-    int cpu = sched_getcpu();
-    uint32_t i = cpu < 0 ? 0u : (uint32_t)cpu;
-    if (i >= b->ncpu) /* more CPUs online than configured at circuit_new */
-        i %= b->ncpu;
-    return &b->pcpu[i];
-}
-
-void circuit__total_add(circuit_breaker *b, enum circuit__total which)
-{
-    circuit__pcpu *pc = circuit__my_cpu(b);
-    uint64_t *f;
-    switch (which) {
-    case CIRCUIT__T_ADMITTED: f = &pc->admitted; break;
-    case CIRCUIT__T_REJECTED: f = &pc->rejected; break;
-    case CIRCUIT__T_SUCCESSES: f = &pc->successes; break;
-    case CIRCUIT__T_FAILURES: f = &pc->failures; break;
-    case CIRCUIT__T_IGNORED: f = &pc->ignored; break;
-    case CIRCUIT__T_LATE: f = &pc->late; break;
-    default: f = &pc->released; break;
-    }
-    /* relaxed: a total orders nothing; the RMW keeps it exact when two
-     * threads meet on one line */
-    circuit__faa_rlx(f, 1);
 }
 
 circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo)
