@@ -12,18 +12,18 @@
 find_package(Python3 3.7 REQUIRED COMPONENTS Interpreter)
 
 add_test(NAME rule_ids
-  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py
           --root ${PROJECT_SOURCE_DIR})
 add_test(NAME rule_ids_selftest
-  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py --self-test)
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py --self-test)
 set_tests_properties(rule_ids rule_ids_selftest PROPERTIES LABELS "rules" TIMEOUT 60)
 
 # SPEC L7: the core's shared accesses all go through src/atomics.h, each
 # naming its memory order; 8-byte atomics are the same builtins in every build.
 add_test(NAME L7_atomics_vocabulary
-  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_atomics.py
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_atomics.py
           --root ${PROJECT_SOURCE_DIR})
 add_test(NAME L7_atomics_vocabulary_selftest
-  COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/check_atomics.py --self-test)
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_atomics.py --self-test)
 set_tests_properties(L7_atomics_vocabulary L7_atomics_vocabulary_selftest
   PROPERTIES LABELS "rules" TIMEOUT 60)

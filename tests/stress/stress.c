@@ -462,7 +462,7 @@ void stress_begin(const stress_config *cfg, const stress_args *a)
 
     circuit_spec spec = {
         .config = {cfg->window, cfg->probes, cfg->open_for_ns, cfg->probe_timeout_ns},
-        .policy = {trip_policy, probe_policy, &G.cfg},
+        .policy = {trip_policy, probe_policy, &G.cfg, NULL},
         .classify = classify,
         .observe = observe,
     };

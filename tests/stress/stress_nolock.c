@@ -382,8 +382,8 @@ static void observe(void *a, void *x, const circuit_transition *t)
 static void make(int window, int probes, bool (*trip)(void *, const circuit_counts *),
                  circuit_state (*probe)(void *, const circuit_counts *))
 {
-    circuit_spec s = {{window, probes, 1000000, 3000000}, {trip, probe, NULL}, classify, NULL,
-                      observe, NULL};
+    circuit_spec s = {{window, probes, 1000000, 3000000}, {trip, probe, NULL, NULL}, classify, NULL,
+                      observe, NULL, NULL, NULL};
     if (circuit_new(&B, &s, NULL, 0)) {
         fprintf(stderr, "stress-nolock: circuit_new failed\n");
         exit(1);
