@@ -9,7 +9,7 @@
 # Installed files (GNUInstallDirs layout):
 #   include/*.h            every header in include/ (circuit.h and the headers
 #                          of the presets and adapters beside it)
-#   lib/libcircuit.so.0.x.y, libcircuit.so.0, libcircuit.so, libcircuit.a
+#   lib/libcircuit.so.1.x.y, libcircuit.so.1, libcircuit.so, libcircuit.a
 #   lib/cmake/circuit/     circuitConfig.cmake, circuitConfigVersion.cmake,
 #                          circuitTargets*.cmake (the shared library),
 #                          circuitStaticTargets*.cmake (the static one)

@@ -235,8 +235,9 @@ uint64_t circuit__fast_pending(const circuit_breaker *b, uint64_t lo)
     uint32_t id = circuit__lo31(lo);
     uint64_t sum = 0;
     for (uint32_t i = 0; i < b->ncpu; i++) {
-        /* relaxed: a read for counts, each value one the record held */
-        uint64_t v = circuit__ld_rlx(&b->pcpu[i].fast);
+        /* acquire: a reader (stats) re-reads the word after these loads to
+         * know they belong to the interval it named */
+        uint64_t v = circuit__ld_acq(&b->pcpu[i].fast);
         if (fast_id(v) == id)
             sum += fast_count(v);
     }

@@ -32,21 +32,28 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         c = circuit__ld128_acq(&b->core);
         for (uint32_t i = 0; i < b->ncpu; i++) {
             const circuit__pcpu *p = &b->pcpu[i];
-            /* relaxed: totals, each a value it held */
-            s.admitted += circuit__ld_rlx(&p->admitted);
-            s.rejected += circuit__ld_rlx(&p->rejected);
-            s.successes += circuit__ld_rlx(&p->successes);
-            s.failures += circuit__ld_rlx(&p->failures);
-            s.ignored += circuit__ld_rlx(&p->ignored);
-            s.late += circuit__ld_rlx(&p->late);
-            s.released += circuit__ld_rlx(&p->released);
+            /* acquire: each a value it held, and all of them read before the
+             * word is read again below (a relaxed load could be satisfied
+             * after that later load on a weakly ordered CPU) */
+            s.admitted += circuit__ld_acq(&p->admitted);
+            s.rejected += circuit__ld_acq(&p->rejected);
+            s.successes += circuit__ld_acq(&p->successes);
+            s.failures += circuit__ld_acq(&p->failures);
+            s.ignored += circuit__ld_acq(&p->ignored);
+            s.late += circuit__ld_acq(&p->late);
+            s.released += circuit__ld_acq(&p->released);
         }
         circuit__u128 f = circuit__ld128_acq(&b->folded);
         s.successes += f.hi;
+        /* the counts of the current state from this same snapshot (in the
+         * fast mode they add the records, read with acquire) */
+        circuit__counts(b, c, &s.counts);
         if (circuit__fast(c.lo) &&
             !((uint32_t)f.lo == circuit__lo31(c.lo) && (f.lo >> 32) == circuit__gen(c.lo)))
             s.successes += circuit__fast_pending(b, c.lo); /* not yet folded */
-        /* acquire: ordered after the reads above */
+        /* acquire, after every read above: if the word is unchanged, no fold
+         * or entry ran between (ids are unique), so the records, the ledger
+         * and the word agree */
         circuit__u128 again = circuit__ld128_acq(&b->core);
         if (again.lo == c.lo && again.hi == c.hi)
             break;
@@ -58,7 +65,6 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     uint32_t tag = circuit__gen(c.lo);
     s.state = circuit__pub_state(st);
     s.generation = circuit__gen_widen(b, tag);
-    circuit__counts(b, c, &s.counts);
     if (st == CIRCUIT__ST_OPEN) {
         int64_t now = circuit__now();
         if (circuit__open_over(c.hi, now)) {
