@@ -46,7 +46,6 @@ done
 criterion_skips=(
     "tickets/T5_done_racing_release_settles_once_and_frees_the_slot_once|forks the (multi-threaded) Criterion worker and starts threads in the child; qemu-user 7.2 aborts at that clone (plugins/core.c: qemu_plugin_vcpu_init_hook: assertion failed, then cpu-exec.c: cpu == current_cpu)"
     "l6/T5_probe_ticket_done_racing_release_settles_once|the same qemu-user abort: a thread started in a child forked from the Criterion worker (the child exits 127)"
-    "time/TM3_real_clock|expects the allow right after a trip to come within open_for = 2 ms of real time; qemu translates each code path on its first run, which can take longer (about one run in five fails here)"
 )
 # Whole ctest tests (plain programs): left out with ctest -E.
 ctest_skips=(

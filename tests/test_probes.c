@@ -628,7 +628,10 @@ static void sleep_ns(int64_t ns)
 
 Test(time, TM3_real_clock)
 {
-    const int64_t open_for = 2000000, probe_to = 1000000; /* 2 ms, 1 ms */
+    /* 300 ms, 150 ms: wide enough that a loaded machine running ASan does
+     * not take the whole period between the trip and the next call (2 ms
+     * flaked under load, and under qemu) */
+    const int64_t open_for = 300000000, probe_to = 150000000;
     circuit_test_clock_use_real(true);
     int64_t a = mono_now();
     int64_t b = circuit_test_clock_now();
