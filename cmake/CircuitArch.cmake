@@ -18,7 +18,7 @@
 string(TOLOWER "${CMAKE_SYSTEM_PROCESSOR}" _circuit_cpu)
 if(_circuit_cpu MATCHES "^(x86_64|amd64|x64)$")
   set(CIRCUIT_ARCH x86_64)
-  set(CIRCUIT_ARCH_FLAGS -mcx16)
+  set(CIRCUIT_ARCH_FLAGS -mcx16) # x86-64 only: cmpxchg16b
 elseif(_circuit_cpu MATCHES "^(aarch64|arm64)$")
   set(CIRCUIT_ARCH aarch64)
   set(CIRCUIT_ARCH_FLAGS "")
