@@ -116,6 +116,13 @@ static inline uint64_t circuit__mkfhi(uint32_t seq, bool full, uint32_t run)
            ((uint64_t)(run & CIRCUIT__F31_MASK) << 32);
 }
 
+/* The fold ledger's key for the fast interval a fast word names: {gen tag,
+ * interval id}, written by percpu.c's fold and compared by it and by stats. */
+static inline uint64_t circuit__ledger_key(uint64_t fast_lo)
+{
+    return ((uint64_t)circuit__gen(fast_lo) << 32) | circuit__lo31(fast_lo);
+}
+
 /* ---- transition records ------------------------------------------------- */
 typedef struct circuit__node {
     struct cds_lfs_node lfs;       /* liburcu stack link */

@@ -108,18 +108,18 @@ circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo)
 }
 
 /* Adds an interval's folded successes to the total once (step 3). */
-static void ledger_add(circuit_breaker *b, const circuit__u128 *c, uint32_t id, uint64_t sum)
+static void ledger_add(circuit_breaker *b, const circuit__u128 *c, uint64_t sum)
 {
     circuit__u128 f = circuit__ld128_acq(&b->folded);
     for (;;) {
-        if ((uint32_t)f.lo == id && (f.lo >> 32) == circuit__gen(c->lo))
+        if (f.lo == circuit__ledger_key(c->lo))
             return; /* added by another folder of this interval */
         /* only while the word is still this fast interval (acquire: ordered
          * before the CAS below), so a folder stopped since cannot add an
          * interval twice after a later one was recorded */
         if (circuit__ld128_lo_acq(&b->core) != c->lo)
             return;
-        circuit__u128 n = {((uint64_t)circuit__gen(c->lo) << 32) | id, f.hi + sum};
+        circuit__u128 n = {circuit__ledger_key(c->lo), f.hi + sum};
         if (circuit__cas128_sc(&b->folded, &f, n))
             return;
     }
@@ -166,7 +166,7 @@ bool circuit__fold(circuit_breaker *b, circuit__u128 *c)
             CIRCUIT__HOOK(CIRCUIT_TP_FOLD_MID_SUM);
     }
     /* 3. the total, once per interval */
-    ledger_add(b, c, id, sum);
+    ledger_add(b, c, sum);
     /* 4. one CAS to the exact slow word */
     {
         uint64_t seq = (uint64_t)circuit__fhi_seq(c->hi) + sum;

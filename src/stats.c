@@ -48,8 +48,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         /* the counts of the current state from this same snapshot (in the
          * fast mode they add the records, read with acquire) */
         circuit__counts(b, c, &s.counts);
-        if (circuit__fast(c.lo) &&
-            !((uint32_t)f.lo == circuit__lo31(c.lo) && (f.lo >> 32) == circuit__gen(c.lo)))
+        if (circuit__fast(c.lo) && f.lo != circuit__ledger_key(c.lo))
             s.successes += circuit__fast_pending(b, c.lo); /* not yet folded */
         /* acquire, after every read above: if the word is unchanged, no fold
          * or entry ran between (ids are unique), so the records, the ledger
