@@ -6,11 +6,12 @@
  * (circuit_get_state). The state word's layout is in internal.h.
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the state word,
- * filling the ticket and one per-CPU total; a success in the fast mode
- * (no failure in the window, SPEC L6) is classify, one 8-byte load of the
- * state word and one CAS of this CPU's own record (percpu.c): no line
- * another CPU writes. Neither reads the clock. Open: allow is one load of
- * the state word, one clock read and one per-CPU total.
+ * filling the ticket and one per-CPU total; a success (whatever the window
+ * holds, SPEC L6 as amended in 0.3) is classify, one 8-byte load of the
+ * state word and one CAS of this CPU's own cell (counting.c): no line
+ * another CPU writes. Neither reads the clock. A closed failure is an exact
+ * point (counting.c). Open: allow is one load of the state word, one clock
+ * read and one per-CPU total.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -145,10 +146,9 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->bitmap_words = words;
     b->ncpu = ncpu;
     b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes + pcpu_bytes;
-    circuit__pcpu_init(b); /* the first fast interval: id 1 */
-    circuit__st128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, 0, 1) |
-                                                      CIRCUIT__LO_FAST,
-                                                  circuit__mkfhi(0, false, 0)});
+    circuit__cells_init(b); /* the first epoch: 0 */
+    circuit__st128_init(&b->core, (circuit__u128){circuit__mkclo(0, 0, false, false, 0),
+                                                  circuit__mkchi(0, 0)});
     circuit__st128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
@@ -185,7 +185,7 @@ bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u12
 #ifdef CIRCUIT_TESTING
     circuit__test_count_core_cas();
 #endif
-    /* sc: a release for what was prepared before (per-CPU records, slot 0,
+    /* sc: a release for what was prepared before (descriptor slots, slot 0,
      * the reopen count), an acquire for what the winner reads next */
     return circuit__cas128_sc(&b->core, expected, desired);
 }
@@ -234,6 +234,36 @@ static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen,
     return true;
 }
 
+/* Before the CAS that enters closed generation g1: the descriptor slots
+ * hold nothing of an older closed state (emptied, tagged with g1), only
+ * while the word still holds lo (read X, check, CAS X: a stopped thread
+ * cannot empty a later state's slots). */
+static bool desc_empty(circuit_breaker *b, uint64_t lo, uint32_t g1)
+{
+    circuit__u128 empty = {0, g1};
+    for (int i = 0; i < 2; i++) {
+        circuit__u128 x = circuit__ld128_acq(&b->desc[i]); /* acquire: before the check */
+        while (x.lo != empty.lo || x.hi != empty.hi) {
+            if (circuit__ld128_lo_acq(&b->core) != lo)
+                return false;
+            if (circuit__cas128_sc(&b->desc[i], &x, empty))
+                break;
+        }
+    }
+    return true;
+}
+
+/* A fresh epoch id for a closed state (never 0: the first epoch of a new
+ * breaker). relaxed RMW: uniqueness is all it needs. */
+static uint32_t closed_epoch(circuit_breaker *b)
+{
+    uint32_t id;
+    do
+        id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
+    while (id == 0);
+    return id;
+}
+
 bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
                          circuit_cause cause, const circuit_counts *counts, int64_t at,
                          void *call_ctx)
@@ -272,15 +302,18 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     case CIRCUIT_ISOLATED:
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
         break;
-    default: /* CLOSED: a new closed state starts in the fast mode */
-        if (!circuit__enter_fast(b, c, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, g1, 0), 0}))
+    default: /* CLOSED: a new closed state, at exact point 0 of a fresh epoch */
+        if (!desc_empty(b, c->lo, g1)) {
+            *c = circuit__ld128_acq(&b->core);
             return false;
-        goto made;
+        }
+        nw = (circuit__u128){circuit__mkclo(g1, closed_epoch(b), false, false, 0),
+                             circuit__mkchi(0, 0)};
+        break;
     }
     if (!circuit__core_cas(b, c, nw))
         return false;
     *c = nw;
-made:
     gen64_raise(b, g64);
     circuit__faa_rlx(&b->transitions, 1); /* relaxed: a total */
     circuit__publish(b, &tr, call_ctx);
@@ -335,7 +368,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         circuit__deliver(b);
 
     /* acquire: a ticket of this generation must see what the CAS that made
-     * it published (per-CPU records of a fast interval included) */
+     * it published */
     uint64_t seen = circuit__ld128_lo_acq(&b->core);
     if (circuit__st(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
@@ -426,23 +459,17 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 
 /* ---- counting ----------------------------------------------------------------- */
 
-/* Counts one success or failure of ticket tk (slow path: through the state
- * word). Returns false when late. */
-static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now,
-                         bool have_now)
+/* Counts one success or failure of a probe ticket tk (half-open: through
+ * the state word, one result at a time). Returns false when late. */
+static bool count_probe_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now)
 {
     circuit__u128 c = circuit__ld128_acq(&b->core);
     ck_backoff_t backoff = CAS_BACKOFF_FIRST;
     for (;;) {
         if (circuit__gen(c.lo) != tk->gen)
             return false; /* late: never touches a later generation (T2, T6) */
-        unsigned st = circuit__st(c.lo);
-        if (st != CIRCUIT__ST_CLOSED && st != CIRCUIT__ST_HALF_OPEN)
-            return false; /* unreachable: no ticket is admitted into open/isolated */
-        if (circuit__fast(c.lo)) {
-            circuit__fold(b, &c); /* exact counts first (L6) */
-            continue;
-        }
+        if (circuit__st(c.lo) != CIRCUIT__ST_HALF_OPEN)
+            return false; /* unreachable: a probe's generation is half-open */
         circuit__ring_help(b, c);
         circuit__u128 n;
         bool evicted_failure = circuit__append(b, c, failure, &n);
@@ -456,43 +483,14 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
         circuit_counts cnt;
         circuit__counts(b, n, &cnt);
         circuit__u128 before = c;
-        if (st == CIRCUIT__ST_CLOSED) {
-            /* S2 (0.2): trip is asked after a failure, and after a success
-             * only when the window held a failure before it */
-            if ((failure || circuit__hi_fail(c.hi) > 0) && b->policy.trip(b->policy.arg, &cnt)) {
-                if (!have_now) {
-                    now = circuit__now();
-                    have_now = true;
-                }
-                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
-                if (circuit__transition(b, &c, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, &cnt, now,
-                                        tk->call_ctx))
-                    return true;
-            } else if (circuit__hi_fail(n.hi) == 0) {
-                /* no failure left in the window: back to the fast mode */
-                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
-                if (circuit__enter_fast(b, &c, n)) {
-                    circuit__ring_after_count(b, before, failure, evicted_failure);
-                    return true;
-                }
-            } else {
-                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
-                if (circuit__core_cas(b, &c, n)) {
-                    circuit__ring_after_count(b, before, failure, evicted_failure);
-                    return true;
-                }
-            }
-        } else {
-            circuit_state to = circuit__ask_probe(b, &cnt);
-            CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
-            if (to != CIRCUIT_HALF_OPEN) {
-                if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_POLICY, &cnt, now,
-                                        tk->call_ctx))
-                    return true;
-            } else if (circuit__core_cas(b, &c, n)) {
-                circuit__ring_after_count(b, before, failure, evicted_failure);
+        circuit_state to = circuit__ask_probe(b, &cnt);
+        CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+        if (to != CIRCUIT_HALF_OPEN) {
+            if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_POLICY, &cnt, now, tk->call_ctx))
                 return true;
-            }
+        } else if (circuit__core_cas(b, &c, n)) {
+            circuit__ring_after_count(b, before, failure, evicted_failure);
+            return true;
         }
         /* Lost a CAS to another result: back off before the next try, so
          * two CPUs do not keep stealing the line from each other
@@ -534,12 +532,11 @@ bool circuit_done(circuit_ticket *t, int result)
             done_refused(st);
         circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_DONE));
         if (o == CIRCUIT_SUCCESS) {
-            /* acquire: pairs with the CAS that entered the fast interval */
-            uint64_t lo = circuit__ld128_lo_acq(&b->core);
-            if (circuit__fast(lo) && circuit__gen(lo) == tk->gen &&
-                circuit__fast_success(b, lo) == CIRCUIT__FAST_COUNTED) {
+            /* L6 (0.3): counted on this CPU's cell whatever the window holds */
+            bool counted = circuit__closed_success(b, tk->gen, tk->call_ctx) == CIRCUIT__COUNTED;
+            if (counted) {
                 finish_call(b);
-                return true; /* L6: counted on this CPU's line */
+                return true;
             }
         }
     }
@@ -558,11 +555,19 @@ bool circuit_done(circuit_ticket *t, int result)
     if (o == CIRCUIT_IGNORED) {
         counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == tk->gen;
         circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
-    } else {
-        counted = count_result(b, tk, o == CIRCUIT_FAILURE, now, have_now);
+    } else if (probe) {
+        counted = count_probe_result(b, tk, o == CIRCUIT_FAILURE, now);
         circuit__total_add(b, !counted ? CIRCUIT__T_LATE
                               : o == CIRCUIT_FAILURE ? CIRCUIT__T_FAILURES
                                                      : CIRCUIT__T_SUCCESSES);
+    } else if (o == CIRCUIT_FAILURE) {
+        /* an exact point (counting.c): S2 (0.3) asks trip */
+        counted = circuit__closed_failure(b, tk->gen, &now, &have_now, tk->call_ctx) ==
+                  CIRCUIT__COUNTED;
+        circuit__total_add(b, counted ? CIRCUIT__T_FAILURES : CIRCUIT__T_LATE);
+    } else {
+        counted = false; /* a closed success that was late (above) */
+        circuit__total_add(b, CIRCUIT__T_LATE);
     }
 
     if (probe)
@@ -620,8 +625,18 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             rc = EALREADY;
             break;
         }
-        if (circuit__fast(c.lo)) {
-            circuit__fold(b, &c); /* exact final counts (L6) */
+        if (st == CIRCUIT__ST_CLOSED) {
+            /* isolate from closed: an intent; the cells are sealed and the
+             * final counts are exact (C4, L6) */
+            CIRCUIT__HOOK(CIRCUIT_TP_OPERATOR_BEFORE_CAS);
+            if (circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
+                bool have_now = true;
+                circuit__complete(b, c, &now, &have_now, call_ctx);
+                c = circuit__ld128_acq(&b->core);
+                continue;
+            }
+            if (circuit__closed_isolate(b, &c, now, call_ctx))
+                break;
             continue;
         }
         if (st == CIRCUIT__ST_OPEN && circuit__open_over(c.hi, now)) {
@@ -671,14 +686,28 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
 {
     check_breaker(b, "circuit_test_force_counts");
     circuit__u128 c = circuit__ld128_acq(&b->core);
-    if (circuit__fast(c.lo))
-        circuit__fold(b, &c);
     unsigned st = circuit__st(c.lo);
     if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED || run < 0 ||
         run > CIRCUIT_RUN_MAX || timed_out < 0 || timed_out > CIRCUIT_TIMED_OUT_MAX ||
         (st == CIRCUIT__ST_CLOSED && timed_out != 0) ||
         (kind != CIRCUIT_SUCCESS && kind != CIRCUIT_FAILURE))
         return EINVAL;
+    if (st == CIRCUIT__ST_CLOSED) {
+        /* end the epoch first (the cells' successes join the counts), then
+         * set the run in the descriptor of the point that made */
+        if (!circuit__closed_fold(b, &c))
+            return EAGAIN;
+        c = circuit__ld128_acq(&b->core);
+        circuit__cc cc;
+        if (circuit__st(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
+            return EAGAIN;
+        uint32_t k = circuit__ck(c.hi);
+        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]);
+        circuit__u128 nx = {(x.lo & ~(UINT64_C(1) << 49)) |
+                                (kind == CIRCUIT_FAILURE ? UINT64_C(1) << 49 : 0),
+                            (x.hi & ~(uint64_t)CIRCUIT__F31_MASK) | (uint64_t)run};
+        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN;
+    }
     uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
     hi |= (kind == CIRCUIT_FAILURE ? CIRCUIT__HI_LAST_FAIL : 0);
     hi |= (uint64_t)run << CIRCUIT__HI_RUN_SHIFT;
@@ -702,14 +731,16 @@ int64_t circuit_test_pending(const circuit_breaker *b)
 bool circuit_test_fast_mode(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fast_mode");
-    return circuit__fast(circuit__ld128_lo_acq(&b->core));
+    uint64_t lo = circuit__ld128_lo_acq(&b->core);
+    return circuit__st(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE;
 }
 
 bool circuit_test_fold(circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fold");
     circuit__u128 c = circuit__ld128_acq(&b->core);
-    return circuit__fast(c.lo) && circuit__fold(b, &c);
+    return circuit__st(c.lo) == CIRCUIT__ST_CLOSED &&
+           circuit__cintent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
 }
 
 #endif

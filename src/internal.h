@@ -4,38 +4,47 @@
  * THE STATE WORD (b->core, 16 bytes, changed only by circuit__cas128_sc)
  *   lo  bits  0..1   state code: 0 isolated, 1 closed, 2 open, 3 half-open
  *       bits  2..31  generation, low 30 bits ("gen tag")
- *       bit   63     FAST: closed with no failure in the window (SPEC L6)
- *     slow closed / half-open:
+ *     closed (counting.c has the protocol):
+ *       bits 32..58  epoch id: the cells (per-CPU success counters) of
+ *                    this epoch carry it
+ *       bit   59     X: exact point k counted a failure
+ *       bit   60     F: exact point k folded (started this epoch): hi's
+ *                    upper half is then the successes it folded
+ *       bits 61..62  intent: 0 none, 1 fold, 2 failure (trip check),
+ *                    3 isolate (being completed, counting.c)
+ *       bit   63     asked: a failure intent whose trip said true for the
+ *                    sum in hi's upper half
+ *     half-open:
  *       bits 32..62  seq: results appended to the window in this state,
  *                    counted modulo seq_mod (a multiple of window <= 2^31)
- *     fast closed:
- *       bits 32..62  id of this fast interval (the per-CPU records carry it)
  *     open:
  *       bits 32..62  reopens (B2) of this open period
- *   hi  slow closed / half-open:
+ *   hi  closed:
+ *       bits  0..31  k: exact points made in this generation
+ *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0),
+ *                    or the successes folded at k (F = 1, saturated);
+ *                    in an intent word: the sum its maker read
+ *       (the counts at point k are the descriptor D[k & 1], counting.c)
+ *   hi  half-open:
  *       bits  0..16  failures in the window
  *       bit   17     full: the window holds `window` results
  *       bit   18     last counted outcome (1 = failure): the kind of the run
  *       bits 19..49  run length (saturates at CIRCUIT_RUN_MAX)
- *       bits 50..63  timed_out (half-open; saturates at CIRCUIT_TIMED_OUT_MAX)
- *   hi  fast closed (the counts as of the interval's start; successes
- *       counted since sit in the per-CPU records until a fold adds them):
- *       bits  0..30  seq
- *       bit   31     full
- *       bits 32..62  run of successes
+ *       bits 50..63  timed_out (saturates at CIRCUIT_TIMED_OUT_MAX)
  *   hi  open: the moment the open period ends (opened at + the period
  *       chosen, B1), ns, UNSIGNED: both terms are <= INT64_MAX, so the sum
  *       never wraps and retry_after = end - now is exact for every period
  *       (circuit__open_over / circuit__open_left).   isolated: 0.
- * Successes are derived: (full ? window : seq) - failures.
+ * Half-open successes are derived: (full ? window : seq) - failures.
  *
- * Every decision (count a result, trip, close, reopen, time a probe out,
- * isolate, reset, fold) is one CAS of this word from the value it was
- * computed from, so a result is counted only if its generation still
+ * Every decision (count a failure, trip, close, reopen, time a probe out,
+ * isolate, reset, end an epoch) is one CAS of this word from the value it
+ * was computed from, so a result is counted only if its generation still
  * holds, and the result that trips or closes the breaker is part of the
  * same update as the transition (C4). Policies are asked before the CAS,
  * which is why they may be asked again when the CAS loses (SPEC L4). Every
  * transition is made by ONE function, circuit__transition (breaker.c).
+ * A closed success changes no shared word: it counts on its CPU's cell.
  *
  * Generation tags are 30 bits: a ticket would be confused with a later
  * generation only after 2^30 transitions while it is outstanding (each open
@@ -63,7 +72,17 @@
 #define CIRCUIT__GEN_BITS 30
 #define CIRCUIT__GEN_MASK ((UINT64_C(1) << CIRCUIT__GEN_BITS) - 1)
 #define CIRCUIT__F31_MASK UINT64_C(0x7fffffff)
-#define CIRCUIT__LO_FAST (UINT64_C(1) << 63)
+/* closed lo */
+#define CIRCUIT__EPOCH_MASK UINT64_C(0x7ffffff)
+#define CIRCUIT__LO_X (UINT64_C(1) << 59)
+#define CIRCUIT__LO_F (UINT64_C(1) << 60)
+#define CIRCUIT__LO_INTENT_SHIFT 61
+#define CIRCUIT__INTENT_NONE 0u
+#define CIRCUIT__INTENT_FOLD 1u
+#define CIRCUIT__INTENT_FAILURE 2u
+#define CIRCUIT__INTENT_ISOLATE 3u
+#define CIRCUIT__LO_ASKED (UINT64_C(1) << 63) /* failure intent: trip said true at hi's sum */
+#define CIRCUIT__SD_MAX UINT64_C(0xffffffff)
 
 /* internal state codes (lo bits 0..1) */
 #define CIRCUIT__ST_ISOLATED 0u
@@ -78,8 +97,7 @@ static inline circuit_state circuit__pub_state(unsigned st)
     return st == CIRCUIT__ST_ISOLATED ? CIRCUIT_ISOLATED : (circuit_state)st;
 }
 static inline uint32_t circuit__gen(uint64_t lo) { return (uint32_t)((lo >> 2) & CIRCUIT__GEN_MASK); }
-static inline bool circuit__fast(uint64_t lo) { return (lo & CIRCUIT__LO_FAST) != 0; }
-/* seq (slow closed, half-open), interval id (fast) or reopens (open) */
+/* seq (half-open) or reopens (open) */
 static inline uint32_t circuit__lo31(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__F31_MASK); }
 static inline uint32_t circuit__seq(uint64_t lo) { return circuit__lo31(lo); }
 static inline uint64_t circuit__mklo(unsigned st, uint32_t gen, uint32_t f31)
@@ -106,21 +124,33 @@ static inline bool circuit__open_over(uint64_t end, int64_t now) { return (uint6
 static inline int64_t circuit__open_left(uint64_t end, int64_t now) { return (int64_t)(end - (uint64_t)now); }
 static inline uint64_t circuit__open_end(int64_t at, int64_t period) { return (uint64_t)at + (uint64_t)period; }
 
-/* fast hi */
-#define CIRCUIT__FHI_FULL (UINT64_C(1) << 31)
-static inline uint32_t circuit__fhi_seq(uint64_t hi) { return (uint32_t)(hi & CIRCUIT__F31_MASK); }
-static inline uint32_t circuit__fhi_run(uint64_t hi) { return (uint32_t)((hi >> 32) & CIRCUIT__F31_MASK); }
-static inline uint64_t circuit__mkfhi(uint32_t seq, bool full, uint32_t run)
+/* closed word */
+static inline uint32_t circuit__cepoch(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__EPOCH_MASK); }
+static inline unsigned circuit__cintent(uint64_t lo) { return (unsigned)((lo >> CIRCUIT__LO_INTENT_SHIFT) & 3u); }
+static inline uint64_t circuit__mkclo(uint32_t gen, uint32_t epoch, bool x, bool f, unsigned intent)
 {
-    return (uint64_t)(seq & CIRCUIT__F31_MASK) | (full ? CIRCUIT__FHI_FULL : 0) |
-           ((uint64_t)(run & CIRCUIT__F31_MASK) << 32);
+    return (uint64_t)CIRCUIT__ST_CLOSED | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
+           ((uint64_t)(epoch & CIRCUIT__EPOCH_MASK) << 32) | (x ? CIRCUIT__LO_X : 0) |
+           (f ? CIRCUIT__LO_F : 0) | ((uint64_t)intent << CIRCUIT__LO_INTENT_SHIFT);
+}
+static inline uint32_t circuit__ck(uint64_t hi) { return (uint32_t)hi; }
+static inline uint64_t circuit__csd(uint64_t hi) { return hi >> 32; }
+static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
+
+/* The successes ledger's key for the epoch a closed word names: {gen tag,
+ * epoch id} (bit 31 set, so that no key is the ledger's initial 0), written
+ * by counting.c and compared by it and by stats. */
+static inline uint64_t circuit__ledger_key(uint64_t lo)
+{
+    return ((uint64_t)circuit__gen(lo) << 32) | (UINT64_C(1) << 31) | circuit__cepoch(lo);
 }
 
-/* The fold ledger's key for the fast interval a fast word names: {gen tag,
- * interval id}, written by percpu.c's fold and compared by it and by stats. */
-static inline uint64_t circuit__ledger_key(uint64_t fast_lo)
+/* A failure record of the window's ring (window.c, counting.c): only
+ * failures are recorded; bit 0 marks the record as one. */
+#define CIRCUIT__REC_VALID (UINT64_C(1) << 63)
+static inline uint64_t circuit__rec_make(uint32_t gen, uint32_t seq)
 {
-    return ((uint64_t)circuit__gen(fast_lo) << 32) | circuit__lo31(fast_lo);
+    return CIRCUIT__REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) | 1u;
 }
 
 /* ---- transition records ------------------------------------------------- */
@@ -133,10 +163,10 @@ typedef struct circuit__node {
 } circuit__node;
 
 /* ---- per-CPU counters (percpu.c) ---------------------------------------- */
-/* One cache line per CPU: the fast-path record and the totals of SPEC M1
- * that are counted on paths that write no shared line. */
+/* One cache line per CPU: the success cell (counting.c) and the totals of
+ * SPEC M1 that are counted on paths that write no shared line. */
 typedef struct circuit__pcpu {
-    uint64_t fast;      /* {sealed:1, interval id:31, successes:32} */
+    uint64_t cell;      /* {sealed:1, epoch:31, successes:32} */
     uint64_t admitted, rejected, successes, failures, ignored, late, released;
 } __attribute__((aligned(64))) circuit__pcpu;
 _Static_assert(sizeof(circuit__pcpu) == 64, "one cache line per CPU");
@@ -190,10 +220,11 @@ struct circuit_breaker {
     struct __cds_lfs_stack stack;          /* published records */
     uint64_t pool_free;                    /* bit i set: pool[i] is free */
     uint64_t gen64;                        /* latest 64-bit generation made (a max) */
-    uint64_t next_id;                      /* fast intervals handed out */
+    uint64_t next_id;                      /* epoch ids handed out */
     uint64_t transitions;                  /* total made (M1) */
     uint64_t timed_out;                    /* total probe timeouts (M1) */
-    circuit__u128 folded;                  /* {last interval folded, successes folded} */
+    circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
+    circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */
@@ -245,21 +276,45 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
 bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired);
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
 
-/* window.c */
+/* window.c (half-open: one result at a time through the word) */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
 void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
                                bool evicted_failure);
+void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq);
 uint64_t circuit__hi_add_timeout(uint64_t hi);
 
-/* percpu.c (and the two inline helpers below) */
-typedef enum circuit__fast_result { CIRCUIT__FAST_COUNTED, CIRCUIT__FAST_NO } circuit__fast_result;
-circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo);
-bool circuit__fold(circuit_breaker *b, circuit__u128 *c);
-bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slow);
-uint64_t circuit__fast_pending(const circuit_breaker *b, uint64_t lo);
-void circuit__pcpu_init(circuit_breaker *b);
+/* counting.c (closed) */
+typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
+    uint32_t seq;              /* results counted in this generation, mod seq_mod */
+    bool full;                 /* seq has reached window */
+    uint32_t fail;             /* failures in the window */
+    bool last_fail;            /* the newest result was a failure */
+    uint32_t run;              /* its run (saturated) */
+    uint64_t S;                /* cells' sum of the epoch at this point (0 after a fold) */
+} circuit__cc;
+typedef struct circuit__left { /* failures an exact point evicted (to clear) */
+    uint64_t first, count;     /* evicted indices: first .. first + count - 1 (mod seq_mod) */
+    bool all;                  /* the whole old window left: it ended at index `from` */
+    uint64_t from;
+} circuit__left;
+typedef enum circuit__closed_result { CIRCUIT__COUNTED, CIRCUIT__LATE } circuit__closed_result;
+void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc *c, uint64_t d,
+                       bool failure, circuit__cc *out, circuit__left *left);
+void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out);
+bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write);
+bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c);
+void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
+                       void *call_ctx);
+circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen, void *call_ctx);
+circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
+                                               bool *have_now, void *call_ctx);
+bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx);
+bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
+bool circuit__closed_counts(circuit_breaker *b, circuit__u128 w, circuit_counts *out,
+                            uint64_t *cells);
+void circuit__cells_init(circuit_breaker *b);
 
 /* probes.c */
 typedef enum circuit__admit {

@@ -1,16 +1,16 @@
 /*
  * circuit_get_stats (SPEC M1): a pure read. It takes no lock, calls no
- * callback, writes nothing, and does not fold the per-CPU counters: the
- * fast mode's pending successes are read from the records (percpu.c).
+ * callback, writes nothing, and ends no epoch: the closed successes counted
+ * since the last exact point are read from the per-CPU cells (counting.c).
  *
- * Totals are per-CPU counters (admitted, rejected, successes and failures
- * counted on the slow path, ignored, late, released) summed here, plus the
- * ledger of successes folded from the fast mode, plus the records of the
- * current fast interval, plus two shared totals kept on paths that already
- * write a shared line (transitions, probe timeouts). The word is read before
- * and after: if a fold or an entry happened meanwhile the successes could be
- * counted twice or missed, so the read is repeated (a retry means another
- * thread made progress: lock-free).
+ * Totals are per-CPU counters (admitted, rejected, successes of probes,
+ * failures, ignored, late, released) summed here, plus the ledger of the
+ * successes of ended epochs, plus the cells of the current epoch, plus two
+ * shared totals kept on paths that already write a shared line
+ * (transitions, probe timeouts). The word is read before and after: if an
+ * epoch ended meanwhile the successes could be counted twice or missed, so
+ * the read is repeated (a retry means another thread made progress:
+ * lock-free).
  */
 #include "internal.h"
 
@@ -45,13 +45,19 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         }
         circuit__u128 f = circuit__ld128_acq(&b->folded);
         s.successes += f.hi;
-        /* the counts of the current state from this same snapshot (in the
-         * fast mode they add the records, read with acquire) */
-        circuit__counts(b, c, &s.counts);
-        if (circuit__fast(c.lo) && f.lo != circuit__ledger_key(c.lo))
-            s.successes += circuit__fast_pending(b, c.lo); /* not yet folded */
-        /* acquire, after every read above: if the word is unchanged, no fold
-         * or entry ran between (ids are unique), so the records, the ledger
+        /* the counts of the current state from this same snapshot (closed:
+         * the exact point's descriptor plus the cells since, read only) */
+        if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED) {
+            uint64_t cells = 0;
+            if (!circuit__closed_counts((circuit_breaker *)(uintptr_t)b, c, &s.counts, &cells))
+                continue; /* the word moved under the read */
+            if (f.lo != circuit__ledger_key(c.lo))
+                s.successes += cells; /* this epoch's, not yet ledgered */
+        } else {
+            circuit__counts(b, c, &s.counts);
+        }
+        /* acquire, after every read above: if the word is unchanged, no
+         * epoch ended between (ids are unique), so the cells, the ledger
          * and the word agree */
         circuit__u128 again = circuit__ld128_acq(&b->core);
         if (again.lo == c.lo && again.hi == c.hi)

@@ -31,11 +31,12 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_AFTER_PUBLISH,         /* a transition is queued, delivery not yet attempted */
     CIRCUIT_TP_SLOT_HELD,             /* allow: probe slot acquired, before returning */
     CIRCUIT_TP_RING_BEFORE_WRITE,     /* done: counted, before writing its window slot */
-    CIRCUIT_TP_FAST_BEFORE_COUNT,     /* done: fast mode read, before the per-CPU record CAS (L6) */
-    CIRCUIT_TP_FOLD_SEALED,           /* fold: every record sealed, before the sum */
-    CIRCUIT_TP_FOLD_MID_SUM,          /* fold: in the middle of the sum, before the word CAS */
-    CIRCUIT_TP_ENTRY_BEFORE_CAS,      /* fast-mode entry: records prepared, before the word CAS */
+    CIRCUIT_TP_FAST_BEFORE_COUNT,     /* done: closed word read, before the per-CPU cell CAS (L6) */
+    CIRCUIT_TP_FOLD_SEALED,           /* intent completion: every cell sealed, before the sum */
+    CIRCUIT_TP_FOLD_MID_SUM,          /* a sum of the cells (a failure's or stats'), mid-way */
+    CIRCUIT_TP_INTENT_MADE,           /* an intent is in the word, before its completion */
     CIRCUIT_TP_OPERATOR_BEFORE_CAS,   /* isolate/reset: decided, before the transition CAS */
+    CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
@@ -61,12 +62,13 @@ int64_t circuit_test_pending(const circuit_breaker *b);
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
 
-/* True while the breaker is in the per-CPU fast mode (closed, no failure in
- * the window, SPEC L6). */
+/* True while closed with no intent being completed (closed successes count
+ * on per-CPU cells, SPEC L6 as amended in 0.3). */
 bool circuit_test_fast_mode(const circuit_breaker *b);
 
-/* Folds the per-CPU counters into the state word now (as a failure would);
- * returns true when a fold was needed and made by this call. */
+/* Ends the current closed epoch now (a FOLD: the cells' successes become
+ * part of the exact counts); returns true when the breaker was closed and
+ * this call made the fold's intent. */
 bool circuit_test_fold(circuit_breaker *b);
 
 #ifdef __cplusplus

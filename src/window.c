@@ -1,6 +1,9 @@
 /*
  * The count window: the latest `window` counted results of the current
- * state (SPEC C1). The state word carries seq (results appended so far), the
+ * state (SPEC C1). This file appends results one at a time through the
+ * state word (half-open: few probes by design); closed appends them in bulk
+ * at each exact point (counting.c) on the same ring. The state word carries
+ * seq (results appended so far), the
  * number of failures in the window and the last outcome; the ring remembers
  * which of the latest `window` results were FAILURES, one 8-byte record per
  * failure at index seq % window. Successes write nothing.
@@ -40,22 +43,18 @@
  * record CAS, and the evicter's read of the word is an acquire, so the
  * record CAS itself can be relaxed.
  *
- * While the breaker is in the fast mode (SPEC L6) no failure is in the
- * window and nothing here runs: successes go to per-CPU records
- * (percpu.c) and are added to seq by a fold.
+ * Closed (counting.c) follows the same rules with the exact points in
+ * place of single results: the record of the newest point's failure may be
+ * missing and is written by whoever moves past it, and records that left
+ * are cleared by the point that evicted them.
  *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
  * counting window.
  */
 #include "internal.h"
 
-#define REC_VALID (UINT64_C(1) << 63)
-
-/* Only failures are recorded; bit 0 marks the record as one. */
-static inline uint64_t rec_make(uint32_t gen, uint32_t seq)
-{
-    return REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) | 1u;
-}
+#define REC_VALID CIRCUIT__REC_VALID
+#define rec_make circuit__rec_make
 static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
 
@@ -70,8 +69,7 @@ static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
          * Later than that, the thread that moved it past seq + 1 wrote this
          * record first. acquire: ordered before the CAS below. */
         uint64_t lo = circuit__ld128_lo_acq(&b->core);
-        if (circuit__gen(lo) != gen || circuit__fast(lo) ||
-            circuit__st(lo) == CIRCUIT__ST_OPEN || circuit__st(lo) == CIRCUIT__ST_ISOLATED ||
+        if (circuit__gen(lo) != gen || circuit__st(lo) != CIRCUIT__ST_HALF_OPEN ||
             circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
             return;
         /* the write needs no release (our next state-word CAS publishes it
@@ -82,7 +80,7 @@ static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
     }
 }
 
-static void ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
+void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
 {
     uint64_t *slot = &b->ring[circuit__mod_window(b, seq)];
     uint64_t old = rec_make(gen, seq);
@@ -101,7 +99,7 @@ void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure
     if (failure) /* replaces the evicted record, same slot */
         ring_write(b, gen, seq);
     else
-        ring_clear(b, gen, (uint32_t)circuit__seq_sub(b, seq, b->window));
+        circuit__ring_clear(b, gen, (uint32_t)circuit__seq_sub(b, seq, b->window));
 }
 
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
@@ -117,25 +115,13 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
     ring_write(b, circuit__gen(c.lo), prev);
 }
 
+/* The counts of a half-open word (zero for open and isolated; closed
+ * counts are counting.c's). */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
 {
     unsigned st = circuit__st(c.lo);
     if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED) {
         *out = (circuit_counts){0, 0, 0, 0, 0};
-        return;
-    }
-    if (circuit__fast(c.lo)) {
-        /* fast mode: the counts as of the interval's start plus the
-         * successes the per-CPU records hold (read, not folded) */
-        uint64_t add = circuit__fast_pending(b, c.lo);
-        uint64_t seq = circuit__fhi_seq(c.hi);
-        bool full = (c.hi & CIRCUIT__FHI_FULL) || seq + add >= b->window;
-        uint64_t run = circuit__fhi_run(c.hi) + add;
-        out->successes = full ? (int64_t)b->window : (int64_t)(seq + add);
-        out->failures = 0;
-        out->consecutive_successes = run > (uint64_t)CIRCUIT_RUN_MAX ? CIRCUIT_RUN_MAX : (int64_t)run;
-        out->consecutive_failures = 0;
-        out->timed_out = 0;
         return;
     }
     int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);

@@ -213,7 +213,7 @@ Test(l6, L6_thread_stopped_before_entering_the_fast_mode)
     fx_call(&f, RS_FAIL);
     fx_call(&f, RS_OK); /* F S: a failure still in the window */
     park_setup();
-    stopped s = {&f, CIRCUIT_TP_ENTRY_BEFORE_CAS, RS_OK, false};
+    stopped s = {&f, CIRCUIT_TP_INTENT_MADE, RS_OK, false};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, stopped_call, &s), 0);
     park_wait(); /* its success would evict the F and enter the fast mode */

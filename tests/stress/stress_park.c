@@ -63,7 +63,7 @@ static const struct {
     {"FAST_BEFORE_COUNT", CIRCUIT_TP_FAST_BEFORE_COUNT},
     {"FOLD_SEALED", CIRCUIT_TP_FOLD_SEALED},
     {"FOLD_MID_SUM", CIRCUIT_TP_FOLD_MID_SUM},
-    {"ENTRY_BEFORE_CAS", CIRCUIT_TP_ENTRY_BEFORE_CAS},
+    {"INTENT_MADE", CIRCUIT_TP_INTENT_MADE},
     {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
 };
 
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     snprintf(cname, sizeof cname, "park %s test p1 w4", points[pi].name);
     cfg.name = cname;
     if (target == CIRCUIT_TP_FAST_BEFORE_COUNT || target == CIRCUIT_TP_FOLD_SEALED ||
-        target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_ENTRY_BEFORE_CAS)
+        target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_INTENT_MADE)
         cfg.fail_pct = 8; /* mostly healthy: the fast mode is entered and folded often */
     if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS)
         cfg.operator_pm = 6;

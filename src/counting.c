@@ -1,0 +1,709 @@
+/*
+ * Counting while closed (docs/CONTRACT.md S2 and L6 as amended in 0.3, L8,
+ * C1, C2, C4, T2, M1): successes never share a cache line; a failure makes
+ * the counts exact by reading the per-CPU cells, without sealing them.
+ *
+ * PARTS
+ *   cells    one 8-byte cell per CPU (on that CPU's line, circuit__pcpu.cell):
+ *                {sealed:1, epoch:31, count:32}
+ *            A success adds one to the cell of the CPU it runs on, tagged
+ *            with the word's epoch (a CAS on its own line: no line another
+ *            CPU writes, L6). Counts only grow within an epoch.
+ *   word     the 16-byte state word (internal.h), closed layout:
+ *              lo  state | gen tag | epoch id | X | F | intent
+ *              hi  k (exact points of this generation) | S or d
+ *            An EXACT POINT is an update of the word that fixes the counts:
+ *            a failure, a fold, a transition. k numbers them. The word keeps
+ *            S_k, the sum of the epoch's cells the point was computed from
+ *            (F = 0), or, when the point also started a new epoch (a fold,
+ *            F = 1), the successes d it folded (saturated at 2^32 - 1).
+ *            X says the point counted a failure.
+ *   desc     two 16-byte descriptors D[k & 1]: the counts at exact point k
+ *            (seq, full, failures in the window, last outcome, run, S_k),
+ *            tagged with k. They hold what does not fit in the word.
+ *   ring     the window's failure records, indexed by result position
+ *            (window.c's ring, shared with half-open): a success writes none.
+ *
+ * THE COUNTS at any moment: D_k plus the successes counted on cells since
+ * it, S - S_k, where S is the sum of the cells tagged with the word's epoch.
+ * Each cell only grows, so a sum read cell by cell lies between the true
+ * totals at the start and at the end of the read: it equals the true total
+ * at some instant in between, which is where the reader's exact point is
+ * linearised (a counter's value is all the window needs: successes are
+ * interchangeable, only their number and the failures' positions matter).
+ *
+ * A FAILURE (closed, ticket of this generation), from word w at point k:
+ *   1. C = D_k (read it, or derive it: below); make sure the ring holds the
+ *      record of failure k if X (helping: only the newest can be missing);
+ *   2. S = sum of the cells of w's epoch (O(CPUs) loads, no write);
+ *   3. C' = C + (S - S_k) successes + this failure: the successes slide the
+ *      window by S - S_k positions; the failures they evict are found by
+ *      reading the ring slots of the positions that leave, at most
+ *      min(S - S_k + 1, window) of them, and once S - S_k + 1 >= window all
+ *      leave without a read;
+ *   4. ask trip(C') (S2 as amended: only after a failure, exact counts
+ *      including it);
+ *   5. no trip: ONE CAS of the word to {k + 1, X, S}; then write D_{k+1},
+ *      the failure's ring record and clear the records of the failures that
+ *      left (after the CAS, in that order; anyone may do the first two).
+ *      trip: the point must also close the epoch: see INTENTS.
+ *   Shared-line RMWs: the word CAS, the descriptor CAS, the record CAS, one
+ *   clear per failure that left (each failure is cleared once): a few per
+ *   failure (L8), however many CPUs and successes there are.
+ *
+ * DERIVING D_k (when its writer has not written it yet): D_k is a function
+ * of D_{k-1}, the word at k and the ring as it was before failure k's record
+ * was written, so every thread computes the same value. The word moved to k
+ * only after D_{k-1} and record k-1 were written (helping), and D_k is
+ * written before record k and the clears of point k, so while a reader sees
+ * the slot without D_k the ring slots it reads are still those of point
+ * k - 1. A reader that derives re-reads the slot and takes D_k from it if it
+ * appeared meanwhile (the ring may have moved under its reads).
+ *
+ * INTENTS (a trip, an isolate, a cell at its limit, S too large for the
+ * word): the epoch must end, so that no success counts into it after the
+ * counts are fixed (C4, T2). The caller CASes w to w + intent (nothing else
+ * changes), then anyone who sees the intent COMPLETES it, the same way:
+ *   a. seal every cell of the epoch (a cell of another epoch holds nothing
+ *      of this one: it is sealed empty, only while the word still holds the
+ *      intent: read X, check, CAS X);
+ *   b. S = the sealed sum (exact: a sealed cell never changes again);
+ *   c. C' = C + (S - S_k) successes (+ the failure of a FAILURE intent);
+ *   d. FAILURE: trip(C')? ISOLATE: to isolated. Else the point stays closed;
+ *   e. add S to the successes ledger once per epoch (M1);
+ *   f. ONE CAS from the intent word to the new state (a transition with
+ *      final counts C'), or to {k + 1, a fresh epoch, F, d = S - S_k}.
+ * Every completer computes the same decision (policies are pure, L4), so a
+ * thread stopped anywhere stops nobody (L1); only the clock reading and the
+ * call_ctx of the completer that wins may differ.
+ *
+ * A SUCCESS (closed, from the word's low half lo: gen, epoch e, intent):
+ *   - wrong generation: late (T2);  intent set: complete it, start again;
+ *   - its CPU's cell {unsealed, e, n}: CAS to n + 1: counted;
+ *   - {sealed, e}: an intent is being completed: complete it, start again;
+ *   - {sealed, other epoch}: that epoch ended (every epoch ends sealed), so
+ *     start the cell for e: read X, check the word still holds lo, CAS X to
+ *     {unsealed, e, 1} (lazy: a new epoch prepares no cell);
+ *   - {unsealed, other epoch}: our word is stale: read it again.
+ *   - {unsealed, e, at the limit}: make a FOLD intent and complete it.
+ *
+ * MEMORY ORDER. The word is read with acquire and CASed with seq_cst. A
+ * failure's cell loads come after its acquire load of the word, so they see
+ * at least what the previous exact point summed (its loads were before its
+ * release CAS): S >= S_k. A success's cell CAS is relaxed: only the cell's
+ * modification order matters (a seal is an RMW on the cell, so it reads
+ * every count before it, and a count after it fails). Seals are acq_rel: a
+ * success that sees a seal sees the intent word behind it. "Read X, check
+ * the word, CAS X" reads X with acquire. Descriptor and ring record CASes
+ * are seq_cst / acq_rel (a reader that sees record k sees D_k).
+ *
+ * BOUNDS. Epoch ids are 27 bits (taken from next_id): a thread would be
+ * confused only if stopped for 2^27 epochs; epochs end only at intents.
+ * Cells and S are 32 bits; an epoch ends (a FOLD) before either overflows.
+ * Descriptor tags are the low 14 bits of k, and the slots are emptied (with
+ * the new generation's tag) before a closed state is entered.
+ *
+ * The SPIN model tests/model/spin/fold.pml checks this protocol for small
+ * bounds (every interleaving of three threads).
+ */
+#include "internal.h"
+
+/* ---- cells ------------------------------------------------------------- */
+
+#define CELL_SEALED (UINT64_C(1) << 63)
+#define CELL_COUNT_MAX UINT64_C(0xffffffff)
+
+static inline uint64_t cell_make(uint32_t epoch, uint64_t count)
+{
+    return ((uint64_t)(epoch & CIRCUIT__F31_MASK) << 32) | count;
+}
+static inline uint32_t cell_epoch(uint64_t v) { return (uint32_t)((v >> 32) & CIRCUIT__F31_MASK); }
+static inline uint64_t cell_count(uint64_t v) { return v & CELL_COUNT_MAX; }
+
+/* ---- descriptors -------------------------------------------------------- */
+
+/* lo: seq 31 | full | failures 17 | last failure | tag 14 (k's low bits)
+ * hi: run 31 | valid | S 32. An emptied slot is {0, gen tag}: not valid. */
+#define D_TAG_MASK UINT64_C(0x3fff)
+#define D_VALID (UINT64_C(1) << 31)
+
+static inline circuit__u128 desc_pack(const circuit__cc *c, uint32_t k)
+{
+    uint64_t lo = (uint64_t)(c->seq & CIRCUIT__F31_MASK) | (c->full ? UINT64_C(1) << 31 : 0) |
+                  ((uint64_t)c->fail << 32) | (c->last_fail ? UINT64_C(1) << 49 : 0) |
+                  (((uint64_t)k & D_TAG_MASK) << 50);
+    uint64_t hi = (uint64_t)(c->run & CIRCUIT__F31_MASK) | D_VALID | ((uint64_t)(uint32_t)c->S << 32);
+    return (circuit__u128){lo, hi};
+}
+static inline bool desc_is(circuit__u128 d, uint32_t k)
+{
+    return (d.hi & D_VALID) && ((d.lo >> 50) & D_TAG_MASK) == ((uint64_t)k & D_TAG_MASK);
+}
+static inline void desc_unpack(circuit__u128 d, circuit__cc *c)
+{
+    c->seq = (uint32_t)(d.lo & CIRCUIT__F31_MASK);
+    c->full = (d.lo >> 31) & 1u;
+    c->fail = (uint32_t)((d.lo >> 32) & CIRCUIT__HI_FAIL_MASK);
+    c->last_fail = (d.lo >> 49) & 1u;
+    c->run = (uint32_t)(d.hi & CIRCUIT__F31_MASK);
+    c->S = d.hi >> 32;
+}
+
+/* ---- the window: results appended in bulk ------------------------------ */
+
+/* Appends d successes, then a failure if `failure`, to c (generation gen).
+ * Counts the failures that leave by reading the ring slots of the evicted
+ * positions (at most min(d + 1, window) of them; none once everything
+ * leaves). `left`, when given, receives the evicted range, so that the
+ * caller can clear those records once its CAS has made the point. */
+void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc *c, uint64_t d,
+                       bool failure, circuit__cc *out, circuit__left *left)
+{
+    uint64_t W = b->window;
+    uint64_t n = d + (failure ? 1u : 0u);
+    *out = *c;
+    if (left)
+        *left = (circuit__left){0, 0, false, 0};
+    if (n == 0)
+        return;
+    uint64_t s = c->seq; /* index of the first new result (mod seq_mod) */
+    uint32_t fail = c->fail;
+    if (n >= W) {
+        /* every result of the old window leaves */
+        if (left && fail > 0 && W > 1) {
+            left->all = true;
+            left->from = s;
+        }
+        fail = failure ? 1u : 0u;
+    } else {
+        /* W > 1 here. The new result j (0 <= j < n) evicts index s + j - W,
+         * which exists once the window is full (always when full; for
+         * j >= W - s otherwise). */
+        uint64_t first = 0;
+        if (!c->full)
+            first = W - s < n ? W - s : n;
+        if (left) {
+            left->first = first;
+            left->count = n - first;
+        }
+        for (uint64_t j = first; j < n && fail > 0; j++) {
+            uint32_t e = (uint32_t)circuit__seq_sub(b, (s + j) % b->seq_mod, W);
+            /* acquire: the caller validates the word after these reads */
+            uint64_t r = circuit__ld_acq(&b->ring[circuit__mod_window(b, e)]);
+            if (r == circuit__rec_make(gen, e))
+                fail--;
+        }
+        if (left)
+            left->first = (s + first) % b->seq_mod; /* as the evicting index */
+        if (failure)
+            fail++;
+    }
+    uint64_t run = c->run;
+    bool last_fail = c->last_fail;
+    if (d > 0) {
+        run = (last_fail || run == 0) ? d : run + d;
+        last_fail = false;
+    }
+    if (failure) {
+        run = (!last_fail || run == 0) ? 1 : run + 1;
+        last_fail = true;
+    }
+    if (run > (uint64_t)CIRCUIT_RUN_MAX)
+        run = (uint64_t)CIRCUIT_RUN_MAX;
+    out->fail = fail;
+    out->run = (uint32_t)run;
+    out->last_fail = last_fail;
+    out->full = c->full || s + n >= W;
+    out->seq = (uint32_t)((s + n % b->seq_mod) % b->seq_mod);
+}
+
+void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out)
+{
+    int64_t n = c->full ? (int64_t)b->window : (int64_t)c->seq;
+    out->successes = n - (int64_t)c->fail;
+    out->failures = c->fail;
+    out->consecutive_successes = c->last_fail ? 0 : c->run;
+    out->consecutive_failures = c->last_fail ? c->run : 0;
+    out->timed_out = 0;
+}
+
+/* ---- reading the counts at an exact point ------------------------------- */
+
+static inline bool word_at(uint64_t lo, uint64_t hi, uint32_t gen, uint32_t k)
+{
+    return circuit__st(lo) == CIRCUIT__ST_CLOSED && circuit__gen(lo) == gen &&
+           circuit__ck(hi) == k;
+}
+
+/* D_k from D_{k-1} and the word w at k. False when D_{k-1} is not there
+ * (w is stale). */
+static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *out)
+{
+    uint32_t k = circuit__ck(w.hi);
+    circuit__cc prev;
+    if (k == 1) {
+        prev = (circuit__cc){0, false, 0, false, 0, 0};
+    } else {
+        /* acquire: a value it held, checked against the word by the caller */
+        circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
+        if (!desc_is(p, k - 1))
+            return false;
+        desc_unpack(p, &prev);
+    }
+    uint64_t d;
+    if (w.lo & CIRCUIT__LO_F)
+        d = circuit__csd(w.hi); /* a fold: successes folded (saturated) */
+    else if (circuit__csd(w.hi) >= prev.S)
+        d = circuit__csd(w.hi) - prev.S;
+    else
+        return false; /* not the word D_{k-1} belongs to */
+    circuit__cc_apply(b, circuit__gen(w.lo), &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out, NULL);
+    out->S = (w.lo & CIRCUIT__LO_F) ? 0 : circuit__csd(w.hi);
+    return true;
+}
+
+bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write)
+{
+    uint32_t k = circuit__ck(w.hi);
+    if (k == 0) {
+        *out = (circuit__cc){0, false, 0, false, 0, 0};
+        return true;
+    }
+    circuit__u128 *slot = &b->desc[k & 1u];
+    /* acquire: what was written before it (the ring is read after it) */
+    circuit__u128 x = circuit__ld128_acq(slot);
+    if (desc_is(x, k)) {
+        desc_unpack(x, out);
+        return true;
+    }
+    if (!desc_derive(b, w, out))
+        return false;
+    if (write) {
+        circuit__u128 want = desc_pack(out, k);
+        for (;;) {
+            /* read X (above, acquire), check the word, CAS X: a stopped
+             * writer cannot put an old point's counts over a newer one */
+            circuit__u128 now = circuit__ld128_acq(&b->core);
+            if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
+                return false;
+            if (circuit__cas128_sc(slot, &x, want))
+                return true;
+            if (desc_is(x, k)) {
+                desc_unpack(x, out); /* written meanwhile: that one is right */
+                return true;
+            }
+        }
+    }
+    /* a reader that writes nothing: if D_k appeared meanwhile, the ring may
+     * have moved under the derivation: take D_k */
+    x = circuit__ld128_acq(slot);
+    if (desc_is(x, k))
+        desc_unpack(x, out);
+    return true;
+}
+
+/* ---- the ring after a point ---------------------------------------------- */
+
+/* Writes the record of the failure counted at point k (position seq - 1)
+ * while the word is still at k: read X, check, CAS X. */
+static void ring_record(circuit_breaker *b, uint32_t gen, uint32_t k, uint32_t pos)
+{
+    if (b->window == 1)
+        return;
+    uint64_t *slot = &b->ring[circuit__mod_window(b, pos)];
+    uint64_t want = circuit__rec_make(gen, pos);
+    uint64_t cur = circuit__ld_acq(slot); /* acquire: before the check below */
+    while (cur != want) {
+        circuit__u128 now = circuit__ld128_acq(&b->core);
+        if (!word_at(now.lo, now.hi, gen, k))
+            return; /* moved on: whoever moved it wrote this record first */
+        /* acq_rel: a reader that sees the record sees D_k (written before) */
+        if (circuit__cas_acq_rel(slot, &cur, want))
+            return;
+    }
+}
+
+/* Makes sure D_k and the newest failure's record are in place before the
+ * word leaves point k (the helping invariant). False when w is stale. */
+bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c)
+{
+    if (!circuit__closed_cc(b, w, c, true))
+        return false;
+    if ((w.lo & CIRCUIT__LO_X) && b->window > 1)
+        ring_record(b, circuit__gen(w.lo), circuit__ck(w.hi),
+                    (uint32_t)circuit__seq_sub(b, c->seq, 1));
+    return true;
+}
+
+static void clear_left(circuit_breaker *b, uint32_t gen, const circuit__left *left, uint32_t old_fail)
+{
+    if (b->window == 1 || old_fail == 0)
+        return;
+    if (left->all) {
+        /* every failure of the old window (the W indices before `from`)
+         * left at once: clear their records, each one once */
+        uint32_t found = 0;
+        for (uint64_t j = 1; j <= b->window && found < old_fail; j++) {
+            uint32_t e = (uint32_t)circuit__seq_sub(b, left->from, j);
+            /* relaxed: a hint; the CAS in ring_clear decides */
+            uint64_t r = circuit__ld_rlx(&b->ring[circuit__mod_window(b, e)]);
+            if (r == circuit__rec_make(gen, e)) {
+                found++;
+                circuit__ring_clear(b, gen, e);
+            }
+        }
+        return;
+    }
+    for (uint64_t j = 0; j < left->count; j++) {
+        uint32_t e = (uint32_t)circuit__seq_sub(b, (left->first + j) % b->seq_mod, b->window);
+        /* relaxed: a hint; only a record found there costs a CAS */
+        if (circuit__ld_rlx(&b->ring[circuit__mod_window(b, e)]) == circuit__rec_make(gen, e))
+            circuit__ring_clear(b, gen, e); /* a CAS from exactly that record */
+    }
+}
+
+/* After the CAS that made point k (counts c): D_k, the record, the clears. */
+static void after_point(circuit_breaker *b, circuit__u128 w, const circuit__cc *c,
+                        const circuit__left *left, uint32_t old_fail)
+{
+    circuit__cc tmp;
+    CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
+    if (!circuit__closed_help(b, w, &tmp))
+        return;
+    (void)c;
+    clear_left(b, circuit__gen(w.lo), left, old_fail);
+}
+
+/* ---- cells: sum and seal ----------------------------------------------- */
+
+/* The sum of the cells of `epoch`; *sealed set when one is sealed. */
+static uint64_t cells_sum(const circuit_breaker *b, uint32_t epoch, bool *sealed, bool *at_limit)
+{
+    uint64_t sum = 0;
+    *sealed = false;
+    *at_limit = false;
+    for (uint32_t i = 0; i < b->ncpu; i++) {
+        /* relaxed: after the word's acquire load (program order); each a
+         * value the cell held, and cells only grow within an epoch */
+        uint64_t v = circuit__ld_rlx(&b->pcpu[i].cell);
+        if (cell_epoch(v) != epoch)
+            continue;
+        sum += cell_count(v);
+        if (v & CELL_SEALED)
+            *sealed = true;
+        if (cell_count(v) == CELL_COUNT_MAX)
+            *at_limit = true;
+        if (i == 0)
+            CIRCUIT__HOOK(CIRCUIT_TP_FOLD_MID_SUM);
+    }
+    return sum;
+}
+
+/* Seals every cell for the epoch of intent word wi and returns the sum;
+ * false when the word left wi (someone completed it). */
+static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
+{
+    uint32_t epoch = circuit__cepoch(wi.lo);
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < b->ncpu; i++) {
+        uint64_t *cell = &b->pcpu[i].cell;
+        uint64_t v = circuit__ld_acq(cell); /* acquire: checked below (foreign) */
+        for (;;) {
+            if (cell_epoch(v) == epoch) {
+                /* acq_rel: counts before it are in v; a success that sees
+                 * the seal sees the intent word */
+                if ((v & CELL_SEALED) || circuit__cas_acq_rel(cell, &v, v | CELL_SEALED))
+                    break;
+                continue;
+            }
+            /* another epoch's cell holds nothing of this one: seal it empty,
+             * only while the word still holds the intent (read X, check,
+             * CAS X) */
+            if (circuit__ld128_lo_acq(&b->core) != wi.lo)
+                return false;
+            if (circuit__cas_acq_rel(cell, &v, cell_make(epoch, 0) | CELL_SEALED))
+                break;
+        }
+    }
+    CIRCUIT__HOOK(CIRCUIT_TP_FOLD_SEALED);
+    for (uint32_t i = 0; i < b->ncpu; i++) {
+        /* relaxed: after our own seal of it (coherence) */
+        uint64_t v = circuit__ld_rlx(&b->pcpu[i].cell);
+        if (cell_epoch(v) != epoch || !(v & CELL_SEALED))
+            return false; /* started for a later epoch: completed by another */
+        s += cell_count(v);
+    }
+    *sum = s;
+    return true;
+}
+
+/* Adds an epoch's sealed sum to the successes total once (M1). */
+static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
+{
+    uint64_t key = circuit__ledger_key(wi.lo);
+    circuit__u128 f = circuit__ld128_acq(&b->folded);
+    for (;;) {
+        if (f.lo == key)
+            return; /* added by another completer */
+        /* only while the word still holds the intent (acquire: ordered
+         * before the CAS), so a stopped completer adds nothing twice */
+        if (circuit__ld128_lo_acq(&b->core) != wi.lo)
+            return;
+        circuit__u128 n = {key, f.hi + sum};
+        if (circuit__cas128_sc(&b->folded, &f, n))
+            return;
+    }
+}
+
+static uint32_t fresh_epoch(circuit_breaker *b)
+{
+    /* relaxed RMW: uniqueness is all it needs; ids are not dense */
+    uint32_t id;
+    do
+        id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
+    while (id == 0); /* 0 is the first epoch of a new breaker only */
+    return id;
+}
+
+/* ---- intents -------------------------------------------------------------- */
+
+/* Completes the intent of word wi. `now`/`call_ctx`: for a transition. */
+void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
+                       void *call_ctx)
+{
+    unsigned kind = circuit__cintent(wi.lo);
+    circuit__cc c;
+    if (!circuit__closed_help(b, wi, &c))
+        return;
+    uint64_t S;
+    if (!cells_seal(b, wi, &S))
+        return;
+    if (S < c.S)
+        return; /* cannot be for the word it was read from: moved on */
+    uint64_t d = S - c.S;
+    circuit__cc n;
+    circuit__left left;
+    bool failure = kind == CIRCUIT__INTENT_FAILURE;
+    circuit__cc_apply(b, circuit__gen(wi.lo), &c, d, failure, &n, &left);
+    circuit_counts cnt;
+    circuit__cc_counts(b, &n, &cnt);
+    circuit_state to = CIRCUIT_CLOSED;
+    if (kind == CIRCUIT__INTENT_ISOLATE)
+        to = CIRCUIT_ISOLATED;
+    else if (failure && (wi.lo & CIRCUIT__LO_ASKED) && S == circuit__csd(wi.hi))
+        to = CIRCUIT_OPEN; /* the same counts its maker's trip said true for (L4) */
+    else if (failure && b->policy.trip(b->policy.arg, &cnt))
+        to = CIRCUIT_OPEN;
+    ledger_add(b, wi, S);
+    circuit__u128 w = wi;
+    if (to != CIRCUIT_CLOSED) {
+        if (!*have_now) {
+            *now = circuit__now();
+            *have_now = true;
+        }
+        CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+        circuit__transition(b, &w, to,
+                            to == CIRCUIT_ISOLATED ? CIRCUIT_CAUSE_OPERATOR : CIRCUIT_CAUSE_POLICY,
+                            &cnt, *now, call_ctx);
+        return;
+    }
+    uint32_t k1 = circuit__ck(wi.hi) + 1;
+    uint64_t dsat = d > CIRCUIT__SD_MAX ? CIRCUIT__SD_MAX : d;
+    circuit__u128 nw = {circuit__mkclo(circuit__gen(wi.lo), fresh_epoch(b), failure, true, 0),
+                        circuit__mkchi(k1, dsat)};
+    CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+    if (circuit__core_cas(b, &w, nw)) {
+        n.S = 0;
+        after_point(b, nw, &n, &left, c.fail);
+    }
+}
+
+/* CASes w to w + intent `kind` (or finds an intent already there) and
+ * completes it. Returns false when w moved before the intent was made.
+ * asked_S: a failure whose trip said true with the cells' sum *asked_S.
+ * D_k must be in place (circuit__closed_help) before: the intent word's
+ * upper half no longer holds S_k. */
+static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const uint64_t *asked_S,
+                   int64_t *now, bool *have_now, void *call_ctx)
+{
+    if (circuit__cintent(w->lo) == CIRCUIT__INTENT_NONE) {
+        circuit__u128 wi = {w->lo | ((uint64_t)kind << CIRCUIT__LO_INTENT_SHIFT), w->hi};
+        if (asked_S) {
+            wi.lo |= CIRCUIT__LO_ASKED;
+            wi.hi = circuit__mkchi(circuit__ck(w->hi), *asked_S);
+        }
+        if (!circuit__core_cas(b, w, wi))
+            return false;
+        *w = wi;
+        CIRCUIT__HOOK(CIRCUIT_TP_INTENT_MADE);
+    }
+    circuit__complete(b, *w, now, have_now, call_ctx);
+    return true;
+}
+
+/* ---- results -------------------------------------------------------------- */
+
+circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen, void *call_ctx)
+{
+    int64_t now = 0;
+    bool have_now = false;
+    uint64_t *cell = &circuit__my_cpu(b)->cell;
+    /* acquire: the epoch's cells as its start left them */
+    uint64_t lo = circuit__ld128_lo_acq(&b->core);
+    for (;;) {
+        if (circuit__gen(lo) != gen || circuit__st(lo) != CIRCUIT__ST_CLOSED)
+            return CIRCUIT__LATE; /* T2 (a closed ticket's generation was closed) */
+        if (circuit__cintent(lo) != CIRCUIT__INTENT_NONE) {
+            circuit__complete(b, circuit__ld128_acq(&b->core), &now, &have_now, call_ctx);
+            lo = circuit__ld128_lo_acq(&b->core);
+            continue;
+        }
+        uint32_t epoch = circuit__cepoch(lo);
+        /* relaxed: the CAS below decides */
+        uint64_t v = circuit__ld_rlx(cell);
+        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
+        while (cell_epoch(v) == epoch && !(v & CELL_SEALED) && cell_count(v) < CELL_COUNT_MAX) {
+            /* relaxed: a seal is an RMW on this cell, so it reads this
+             * count or makes this CAS fail */
+            if (circuit__cas_rlx(cell, &v, v + 1))
+                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
+        }
+        /* acquire: if sealed, the intent word behind the seal is seen below */
+        v = circuit__ld_acq(cell);
+        if (cell_epoch(v) == epoch && !(v & CELL_SEALED)) {
+            if (cell_count(v) < CELL_COUNT_MAX)
+                continue; /* changed under us: count again */
+            /* at its limit: the epoch ends by a FOLD */
+            circuit__u128 w = circuit__ld128_acq(&b->core);
+            circuit__cc c;
+            if (w.lo == lo && circuit__closed_help(b, w, &c))
+                intend(b, &w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, call_ctx);
+        } else if (cell_epoch(v) != epoch && (v & CELL_SEALED)) {
+            /* an ended epoch's cell (every epoch ends with its cells sealed):
+             * start it for ours. Read X (above), check the word, CAS X. */
+            CIRCUIT__HOOK(CIRCUIT_TP_CELL_BEFORE_START);
+            if (circuit__ld128_lo_acq(&b->core) == lo &&
+                circuit__cas_acq(cell, &v, cell_make(epoch, 1)))
+                return CIRCUIT__COUNTED;
+        }
+        /* Sealed for our epoch (an intent is being completed: it shows in
+         * the word), a later epoch's cell, or the word moved: read it again.
+         * acquire: pairs with the intent CAS behind a seal. */
+        lo = circuit__ld128_lo_acq(&b->core);
+    }
+}
+
+circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
+                                               bool *have_now, void *call_ctx)
+{
+    circuit__u128 w = circuit__ld128_acq(&b->core);
+    for (;;) {
+        if (circuit__gen(w.lo) != gen || circuit__st(w.lo) != CIRCUIT__ST_CLOSED)
+            return CIRCUIT__LATE;
+        if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE) {
+            circuit__complete(b, w, now, have_now, call_ctx);
+            w = circuit__ld128_acq(&b->core);
+            continue;
+        }
+        circuit__cc c;
+        if (!circuit__closed_help(b, w, &c)) {
+            w = circuit__ld128_acq(&b->core);
+            continue;
+        }
+        bool sealed, at_limit;
+        uint64_t S = cells_sum(b, circuit__cepoch(w.lo), &sealed, &at_limit);
+        bool need_intent = sealed || at_limit || S > CIRCUIT__SD_MAX;
+        bool asked = false;
+        circuit__cc n;
+        circuit__left left;
+        if (!need_intent) {
+            if (S < c.S) { /* not the word c belongs to */
+                w = circuit__ld128_acq(&b->core);
+                continue;
+            }
+            circuit__cc_apply(b, gen, &c, S - c.S, true, &n, &left);
+            /* acquire: after the ring and cell reads: c, S and the ring
+             * belong to w */
+            circuit__u128 again = circuit__ld128_acq(&b->core);
+            if (again.lo != w.lo || again.hi != w.hi) {
+                w = again;
+                continue;
+            }
+            circuit_counts cnt;
+            circuit__cc_counts(b, &n, &cnt);
+            /* S2 (0.3): asked after each failure, with exact counts */
+            if (!b->policy.trip(b->policy.arg, &cnt)) {
+                circuit__u128 nw = {circuit__mkclo(gen, circuit__cepoch(w.lo), true, false, 0),
+                                    circuit__mkchi(circuit__ck(w.hi) + 1, S)};
+                CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+                if (circuit__core_cas(b, &w, nw)) {
+                    n.S = S;
+                    after_point(b, nw, &n, &left, c.fail);
+                    return CIRCUIT__COUNTED;
+                }
+                continue;
+            }
+            asked = true;
+        }
+        /* the point must end the epoch: trip, or a sealed / full cell */
+        circuit__u128 wi = w;
+        if (!intend(b, &wi, CIRCUIT__INTENT_FAILURE, asked ? &S : NULL, now, have_now, call_ctx)) {
+            w = wi;
+            continue;
+        }
+        /* Completed (by us or another completer): the failure was counted
+         * in the point that left the intent word, or it tripped. */
+        return CIRCUIT__COUNTED;
+    }
+}
+
+/* Ends closed generation of w (isolate): the caller's intent. Returns
+ * false when w moved first. */
+bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx)
+{
+    bool have_now = true;
+    circuit__cc c;
+    if (!circuit__closed_help(b, *w, &c)) {
+        *w = circuit__ld128_acq(&b->core);
+        return false;
+    }
+    return intend(b, w, CIRCUIT__INTENT_ISOLATE, NULL, &now, &have_now, call_ctx);
+}
+
+bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
+{
+    int64_t now = 0;
+    bool have_now = false;
+    circuit__cc c;
+    if (!circuit__closed_help(b, *w, &c)) {
+        *w = circuit__ld128_acq(&b->core);
+        return false;
+    }
+    return intend(b, w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, NULL);
+}
+
+/* ---- reading (stats, tests) ----------------------------------------------- */
+
+bool circuit__closed_counts(circuit_breaker *b, circuit__u128 w, circuit_counts *out,
+                            uint64_t *pending)
+{
+    circuit__cc c, n;
+    if (!circuit__closed_cc(b, w, &c, false))
+        return false;
+    bool sealed, at_limit;
+    uint64_t S = cells_sum(b, circuit__cepoch(w.lo), &sealed, &at_limit);
+    uint64_t d = S >= c.S ? S - c.S : 0;
+    circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
+    circuit__cc_counts(b, &n, out);
+    if (pending)
+        *pending = S;
+    return true;
+}
+
+void circuit__cells_init(circuit_breaker *b)
+{
+    /* Before the breaker is shared: the cells of the first epoch (0). */
+    for (uint32_t i = 0; i < b->ncpu; i++)
+        b->pcpu[i].cell = cell_make(0, 0);
+    b->next_id = 0;
+}
