@@ -53,6 +53,7 @@
 
 #include "atomics.h"
 #include "circuit.h"
+#include "message.h"
 
 #ifdef CIRCUIT_TESTING
 #include "testing.h"
@@ -223,7 +224,6 @@ typedef struct circuit__ticket {
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
 
 /* ---- shared functions ----------------------------------------------------- */
-__attribute__((noreturn, format(printf, 1, 2))) void circuit__abort(const char *fmt, ...);
 /* Checks the config (CFG1) and, if the policy has one, asks policy->check
  * (K1); on EINVAL writes CFG2's single message naming every bad field and
  * the policy's complaint. config.c. */
