@@ -100,10 +100,6 @@ static inline uint64_t circuit__ld_acq(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
-static inline uint64_t circuit__ld_sc(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
 static inline void circuit__st_rlx(uint64_t *p, uint64_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
@@ -133,11 +129,6 @@ static inline bool circuit__cas_acq_rel(uint64_t *p, uint64_t *expected, uint64_
 {
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
-}
-static inline bool circuit__cas_sc(uint64_t *p, uint64_t *expected, uint64_t desired)
-{
-    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
 }
 static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
@@ -174,16 +165,6 @@ static inline void circuit__fence_sc(void)
 #else
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
-}
-
-/* Pointers (the deliverer's list head is private; these are for the rest). */
-static inline void *circuit__ldp_rlx(void *const *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-static inline void circuit__stp_rlx(void **p, void *v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
 /* ---- 16-byte ------------------------------------------------------------ */
