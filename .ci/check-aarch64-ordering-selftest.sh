@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Self-test of .ci/check-aarch64-ordering.sh: the check must fail when a
 # barrier moves from one function to another of the SAME object file (a
-# per-object count cannot see that), must fail when a barrier is dropped, and
-# must pass when functions move to another file unchanged (the baseline is
-# keyed by function name).
+# per-object count cannot see that), must fail when a barrier is dropped or
+# a CAS made weaker, and must pass when functions move to another file
+# unchanged (the baseline is keyed by function name) and when a CAS is made
+# stronger (acquire -> acq_rel).
 #
 #   .ci/check-aarch64-ordering-selftest.sh
 #
@@ -117,8 +118,29 @@ sed -n '1,3p; /^uint64_t selftest_g(uint64_t \*a, uint64_t \*b)$/,/^}$/p' "$tmp/
 split=$(lib split two_f.c two_g.c)
 expect pass "the same functions moved to other files" "$split"
 
+# 5.-6. a CAS: made stronger (acquire -> acq_rel) passes, made weaker fails
+write_cas() { # ORDER FAILURE_ORDER
+    cat >"$tmp/cas.c" <<EOF
+#include <stdbool.h>
+#include <stdint.h>
+bool selftest_cas(uint64_t *p, uint64_t *e, uint64_t d);
+bool selftest_cas(uint64_t *p, uint64_t *e, uint64_t d)
+{
+    return __atomic_compare_exchange_n(p, e, d, false, $1, $2);
+}
+EOF
+}
+write_cas __ATOMIC_ACQUIRE __ATOMIC_ACQUIRE
+cas_acq=$(lib cas_acq cas.c)
+bash "$check" --update "$cas_acq" >/dev/null
+write_cas __ATOMIC_ACQ_REL __ATOMIC_ACQUIRE
+cas_acq_rel=$(lib cas_acq_rel cas.c)
+expect pass "an acquire CAS made acq_rel (stronger)" "$cas_acq_rel" 'made up by the stronger'
+bash "$check" --update "$cas_acq_rel" >/dev/null
+expect fail "an acq_rel CAS made acquire (weaker)" "$cas_acq" 'FAIL: gcc selftest_cas '
+
 if ((fails)); then
     echo "ordering-selftest: $fails case(s) failed"
     exit 1
 fi
-echo "ordering-selftest: ok (4 cases)"
+echo "ordering-selftest: ok (6 cases)"
