@@ -684,20 +684,39 @@ bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
 
 /* ---- reading (stats, tests) ----------------------------------------------- */
 
-bool circuit__closed_counts(circuit_breaker *b, circuit__u128 w, circuit_counts *out,
-                            uint64_t *pending)
+uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < b->ncpu; i++) {
+        /* acquire: each a value it held, all read before the caller reads
+         * the word again (stats' order) */
+        uint64_t v = circuit__ld_acq(&b->pcpu[i].cell);
+        if (cell_epoch(v) == epoch)
+            sum += cell_count(v);
+    }
+    return sum;
+}
+
+void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
+                               circuit_counts *out)
 {
     circuit__cc c, n;
-    if (!circuit__closed_cc(b, w, &c, false))
-        return false;
-    bool sealed, at_limit;
-    uint64_t S = cells_sum(b, circuit__cepoch(w.lo), &sealed, &at_limit);
-    uint64_t d = S >= c.S ? S - c.S : 0;
+    /* read only (write = false): the cast drops nothing written */
+    if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
+        /* the word moved past the descriptors it names: its point was made
+         * during the call; report the newest point's counts */
+        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
+        if (circuit__st(now.lo) != CIRCUIT__ST_CLOSED ||
+            !circuit__closed_cc((circuit_breaker *)(uintptr_t)b, now, &c, false)) {
+            *out = (circuit_counts){0, 0, 0, 0, 0};
+            return;
+        }
+        w = now;
+        cells = NULL;
+    }
+    uint64_t d = cells && *cells > c.S ? *cells - c.S : 0;
     circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
     circuit__cc_counts(b, &n, out);
-    if (pending)
-        *pending = S;
-    return true;
 }
 
 void circuit__cells_init(circuit_breaker *b)

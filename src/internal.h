@@ -49,8 +49,12 @@
  * Generation tags are 30 bits: a ticket would be confused with a later
  * generation only after 2^30 transitions while it is outstanding (each open
  * period lasts at least open_for, so at 1 ms per cycle that is over 12
- * days). The 64-bit generations given to observe and open_for are rebuilt
- * from the tag and `gen64`, the latest 64-bit generation published.
+ * days). The 64-bit generations given to observe and open_for, and reported
+ * by get_stats, are rebuilt from the tag and `gen64`, the latest 64-bit
+ * generation published, as the generation with that tag NEAREST to gen64
+ * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
+ * maker has not raised it yet) or ahead of it (others made transitions
+ * since the word was read), by far less than 2^29 either way.
  */
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H
@@ -62,6 +66,7 @@
 
 #include "atomics.h"
 #include "circuit.h"
+#include "message.h"
 
 #ifdef CIRCUIT_TESTING
 #include "testing.h"
@@ -183,6 +188,72 @@ enum circuit__total {
 };
 
 /* ---- the breaker --------------------------------------------------------- */
+/*
+ * CONCURRENCY TABLE: every field more than one thread touches, who writes
+ * it, who reads it, with which order, and what that order pairs with. A
+ * call site's comment names its reason in a few words or points here
+ * ("table: <field>"); tests/check_atomics.py holds every site to that.
+ * Fields not listed are written by circuit_new before the breaker is shared
+ * and only read afterwards (plain loads: the caller's hand-off of the
+ * pointer orders them), or are private to the delivery role.
+ *
+ * field          writers (order)                    readers (order)            pairs with / why
+ * -------------  ---------------------------------  -------------------------  ------------------------------------
+ * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what was
+ *  (state word)  (cas128_sc): exact points,         ld128_lo_acq                prepared before it (descriptor slots,
+ *                intents, transitions, timeouts                                slot 0, half_reopens, ring records);
+ *                                                                              readers acquire it. Every "read X,
+ *                                                                              check core, CAS X" reads X with
+ *                                                                              acquire so the check follows it
+ * gen64          transition maker after its CAS     gen_widen (rlx)            none: a reference point within 2^29
+ *                (cas_rlx, a running maximum)                                  of every tag in use; orders nothing
+ * half_reopens   open -> half-open maker, before    half-open -> open maker    the core CAS into gen publishes it
+ *  {gen, n}      its core CAS (cas_acq, read-check-  (ld_acq)                  (release); the reader's acquire load
+ *                CAS)                                                          follows its acquire of core
+ * probe_hint     admissions, slot 0 (cas128_sc,     process_timeouts,          Dekker with probe_scans: admission
+ *  {due, ver}    version bump); scans (cas128_sc    hint_note (ld128_acq,      stores its slot record, fence_sc,
+ *                raise from the value read)         ld128_lo_acq)              loads probe_scans + hint; a scan
+ * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
+ *                                                                              the records: one sees the other
+ * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
+ *  {tag, due}    slot_free, scans (cas128_sc)       reserve (ld128_acq)        ("read X, check, CAS X"); the winner
+ *                                                                              of the not-busy CAS frees the bit
+ * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
+ *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
+ *                                                   a count for stats)         owner (acquire CAS)
+ * ring[]         ring_write (cas_acq: the failed    append, cc_apply (ld_acq,  the writer's next core CAS (release)
+ *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
+ *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
+ *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
+ * desc[2]        closed_cc's help, desc_empty       closed_cc (ld128_acq)      read X, check core at k, CAS X; a
+ *  (D_k)         (cas128_sc)                                                   derived D_k equals the written one
+ * pcpu[].cell    closed_success (cas_rlx count,     failure's sum (ld_rlx      a seal is an RMW on the cell:
+ *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
+ *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
+ *                                                   (ld_acq, stats)            word to a success that sees it
+ * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_acq)         none for the count (RMW keeps it
+ *  (M1)                                                                        exact); the acquire loads keep the
+ *                                                                              sum before get_stats' second look
+ * folded         completion's ledger_add (cas128_sc,get_stats, ledger_add     once per epoch, keyed by {gen,
+ *  {key, sum}    only while core holds the intent)  (ld128_acq)                epoch}; acquire: before the check
+ * next_id        fresh_epoch, closed_epoch (faa_rlx) -                         none: uniqueness only
+ * transitions    transition maker (faa_rlx)         get_stats (ld_rlx)         none: a total
+ * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
+ * pending        publish (faa_rlx +1), deliverer    finish_call, allow         a hint only: a publisher delivers
+ *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
+ * delivering     deliverer: cas_acq 0 -> 1,         -                          the role: release store -> the next
+ *                st_rel 1 -> 0                                                 holder's acquire CAS (held, next_gen)
+ *                                                                              Dekker with the stack: fence_sc
+ * stack          publish (cds_lfs_push)             deliverer (pop_all)        liburcu's own orders; TSan marks
+ *                                                                              (tsan_release/acquire) on the record
+ * pool_free      publisher takes a bit (cas_acq),   node_get / node_put        the deliverer's release hands the
+ *                deliverer returns it (cas_rel)     (ld_rlx: the CAS decides)  record to the next publisher
+ * ticket status  circuit_allow fills (st_rlx);      done, release (ld_rlx)     closed ticket: one settler, no
+ *  (caller's     closed done/release (st_rlx);                                 arbitration (T5); probe ticket:
+ *  circuit_      probe done/release (cas_acq_rel)                              acq_rel CAS, exactly one wins and
+ *  ticket)                                                                     frees the slot; moving a ticket
+ *                                                                              between threads is the caller's
+ */
 struct circuit_breaker {
     /* read-only after circuit_new */
     uint64_t magic;
@@ -254,7 +325,6 @@ typedef struct circuit__ticket {
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
 
 /* ---- shared functions ----------------------------------------------------- */
-__attribute__((noreturn, format(printf, 1, 2))) void circuit__abort(const char *fmt, ...);
 /* Checks the config (CFG1) and, if the policy has one, asks policy->check
  * (K1); on EINVAL writes CFG2's single message naming every bad field and
  * the policy's complaint. config.c. */
@@ -312,8 +382,9 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
                                                bool *have_now, void *call_ctx);
 bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx);
 bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
-bool circuit__closed_counts(circuit_breaker *b, circuit__u128 w, circuit_counts *out,
-                            uint64_t *cells);
+uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch);
+void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
+                               circuit_counts *out);
 void circuit__cells_init(circuit_breaker *b);
 
 /* probes.c */
@@ -389,6 +460,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total wh
 #ifdef CIRCUIT_TESTING
 void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
+void circuit__test_count_stats_pass(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)

@@ -7,10 +7,26 @@
  * failures, ignored, late, released) summed here, plus the ledger of the
  * successes of ended epochs, plus the cells of the current epoch, plus two
  * shared totals kept on paths that already write a shared line
- * (transitions, probe timeouts). The word is read before and after: if an
- * epoch ended meanwhile the successes could be counted twice or missed, so
- * the read is repeated (a retry means another thread made progress:
- * lock-free).
+ * (transitions, probe timeouts).
+ *
+ * ONE PASS, NO RETRY (M1 asks for a value each field held during the call,
+ * so only what is reported needs to agree, and a reader must not be starved
+ * by writers). Each total only grows, one at a time, so a sum of per-CPU
+ * counters read one after the other lies between the totals at the start
+ * and at the end of the read: a value it held. The one thing that can break
+ * this is a success MOVING from the cells of an epoch E into the ledger (an
+ * intent's completion) while it is read: counted twice, or not at all. So,
+ * when the word is closed in epoch E: the cells of E, then the ledger, then
+ * the word again.
+ *   - Still E: no cell was started for a later epoch yet (that needs the
+ *     word to leave E, and the cells are read with acquire before the word
+ *     is), so the cells were E's; the ledger holds E's sum (key E: a
+ *     completion in progress) or none of it, and the cells are added only
+ *     in the second case. The counts are the exact point's (the word read
+ *     again) plus the cells since it.
+ *   - Moved on: E ended, and the ledger read after the word holds E; the
+ *     snapshot is the new word, with the counts of its exact point (made
+ *     during this call: a value the counts held).
  */
 #include "internal.h"
 
@@ -23,48 +39,57 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     if (!out)
         circuit__abort("circuit_get_stats: out is NULL");
 
-    circuit_stats s;
-    circuit__u128 c;
-    for (;;) {
-        s = (circuit_stats){0};
-        /* acquire: the records and the ledger read below are at least as new
-         * as the word */
-        c = circuit__ld128_acq(&b->core);
-        for (uint32_t i = 0; i < b->ncpu; i++) {
-            const circuit__pcpu *p = &b->pcpu[i];
-            /* acquire: each a value it held, and all of them read before the
-             * word is read again below (a relaxed load could be satisfied
-             * after that later load on a weakly ordered CPU) */
-            s.admitted += circuit__ld_acq(&p->admitted);
-            s.rejected += circuit__ld_acq(&p->rejected);
-            s.successes += circuit__ld_acq(&p->successes);
-            s.failures += circuit__ld_acq(&p->failures);
-            s.ignored += circuit__ld_acq(&p->ignored);
-            s.late += circuit__ld_acq(&p->late);
-            s.released += circuit__ld_acq(&p->released);
-        }
-        circuit__u128 f = circuit__ld128_acq(&b->folded);
-        s.successes += f.hi;
-        /* the counts of the current state from this same snapshot (closed:
-         * the exact point's descriptor plus the cells since, read only) */
-        if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED) {
-            uint64_t cells = 0;
-            if (!circuit__closed_counts((circuit_breaker *)(uintptr_t)b, c, &s.counts, &cells))
-                continue; /* the word moved under the read */
-            if (f.lo != circuit__ledger_key(c.lo))
-                s.successes += cells; /* this epoch's, not yet ledgered */
-        } else {
-            circuit__counts(b, c, &s.counts);
-        }
-        /* acquire, after every read above: if the word is unchanged, no
-         * epoch ended between (ids are unique), so the cells, the ledger
-         * and the word agree */
-        circuit__u128 again = circuit__ld128_acq(&b->core);
-        if (again.lo == c.lo && again.hi == c.hi)
-            break;
+    circuit_stats s = {0};
+#ifdef CIRCUIT_TESTING
+    circuit__test_count_stats_pass();
+#endif
+    /* acquire: the records and the ledger read below are at least as new
+     * as the word */
+    circuit__u128 c = circuit__ld128_acq(&b->core);
+    for (uint32_t i = 0; i < b->ncpu; i++) {
+        const circuit__pcpu *p = &b->pcpu[i];
+        /* relaxed: each a value it held; a total orders nothing, and no
+         * other read here depends on when these are made */
+        s.admitted += circuit__ld_rlx(&p->admitted);
+        s.rejected += circuit__ld_rlx(&p->rejected);
+        s.successes += circuit__ld_rlx(&p->successes);
+        s.failures += circuit__ld_rlx(&p->failures);
+        s.ignored += circuit__ld_rlx(&p->ignored);
+        s.late += circuit__ld_rlx(&p->late);
+        s.released += circuit__ld_rlx(&p->released);
     }
-    s.transitions = circuit__ld_rlx(&b->transitions);
-    s.timed_out = circuit__ld_rlx(&b->timed_out);
+    circuit__u128 f;
+    uint64_t cells = 0;
+    bool with_cells = false;
+    if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED) {
+        /* acquire loads of the cells, then the ledger and the word with
+         * acquire: in this order, see the top comment */
+        cells = circuit__cells_read(b, circuit__cepoch(c.lo));
+        f = circuit__ld128_acq(&b->folded);
+        circuit__u128 again = circuit__ld128_acq(&b->core);
+        if (circuit__st(again.lo) == CIRCUIT__ST_CLOSED &&
+            circuit__ledger_key(again.lo) == circuit__ledger_key(c.lo)) {
+            with_cells = true;
+            if (f.lo != circuit__ledger_key(c.lo))
+                s.successes += cells; /* not yet in the ledger */
+            c = again;
+        } else {
+            /* E ended meanwhile: the word as it is now, and the ledger
+             * after it (acquire, in this order), which holds E */
+            c = again;
+            f = circuit__ld128_acq(&b->folded);
+        }
+    } else {
+        f = circuit__ld128_acq(&b->folded); /* acquire: after the word */
+    }
+    s.successes += f.hi;
+    if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED)
+        circuit__closed_counts_at(b, c, with_cells ? &cells : NULL, &s.counts);
+    else
+        circuit__counts(b, c, &s.counts);
+    CIRCUIT__HOOK(CIRCUIT_TP_STATS_READ);
+    s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
+    s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */
 
     unsigned st = circuit__st(c.lo);
     uint32_t tag = circuit__gen(c.lo);

@@ -36,6 +36,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_FOLD_MID_SUM,          /* a sum of the cells (a failure's or stats'), mid-way */
     CIRCUIT_TP_INTENT_MADE,           /* an intent is in the word, before its completion */
     CIRCUIT_TP_OPERATOR_BEFORE_CAS,   /* isolate/reset: decided, before the transition CAS */
+    CIRCUIT_TP_STATS_READ,            /* get_stats: the word read and checked, before the
+                                       * 64-bit generation is rebuilt from its tag */
     CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
@@ -61,6 +63,11 @@ int64_t circuit_test_pending(const circuit_breaker *b);
 /* CAS attempts on any breaker's state word since the process started (all
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
+
+/* Passes circuit_get_stats made over the per-CPU lines since the process
+ * started (all breakers, all threads): one per call unless a read has to
+ * start again (the M1 bounded-read test). */
+uint64_t circuit_test_stats_passes(void);
 
 /* True while closed with no intent being completed (closed successes count
  * on per-CPU cells, SPEC L6 as amended in 0.3). */
