@@ -612,9 +612,10 @@ bool cmodel_done(cmodel_ticket *t, int result)
     if (on_time && o != CIRCUIT_IGNORED) { /* C5: ignored counts nothing */
         bool had_failure = count_result(m, o);
         if (m->state == CIRCUIT_CLOSED) {
-            /* S2 (amended): asked after a failure, and after a success only
-             * when the window held a failure before it was counted */
-            if (o == CIRCUIT_FAILURE || had_failure) {
+            /* S2 (amended in 0.3): asked after each failure, never after a
+             * success */
+            (void)had_failure;
+            if (o == CIRCUIT_FAILURE) {
                 circuit_counts c = m->counts;
                 if (m->policy.trip(m->policy.arg, &c))
                     enter(m, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, read_clock(m), t->call_ctx);

@@ -14,8 +14,8 @@
  *   - every return value (allow, done, isolate, reset), every rejection
  *     (state and retry_after_ns);
  *   - every call of trip / probe, in order, with its counts (so S2 as
- *     amended: trip is asked after a success only when the window held a
- *     failure before it);
+ *     amended in 0.3: trip is asked after each failure, never after a
+ *     success);
  *   - every call of open_for (B1, B2), in order, with its info (counts,
  *     generation, reopens);
  *   - every classify call (call_ctx, result);
@@ -33,7 +33,10 @@
  * generation; one driven by the counts; one that swings from 1 ns to
  * INT64_MAX).
  *
- * Usage: differential [--ops N] [--long] [SEED]
+ * Usage: differential [--ops N] [--long | --rates] [SEED]
+ *   --rates: the nine rate runs (S2, L6 as amended in 0.3): windows 1, 64
+ *   and 65536 with failure fractions 0.1 %, 1 % and 50 %, mostly allow and
+ *   done, trip on failures >= about 1.5 times the expected count.
  *   no SEED: seeds 1..20*CIRCUIT_STRESS_SCALE (default scale 1), OPS_PER_SEED
  *   (200 000) operations each; SEED: replay that one seed. --ops N: N
  *   operations per seed. --long: the manual soak, seeds 1..400 (times the
@@ -451,6 +454,17 @@ static const profile profiles[] = {
 };
 #define RESET_WHILE_ISOLATED 8
 
+/* rate runs (--rates): S2 and L6 as amended in 0.3 under real traffic:
+ * every window of {1, 64, 65536} with failure fractions 0.1 %, 1 % and 50 %
+ * (every count compared after every op, as always) */
+static const struct {
+    int window, succ_w, fail_w;
+} rate_runs[] = {{1, 999, 1},   {64, 999, 1},   {65536, 999, 1}, {1, 99, 1},  {64, 99, 1},
+                 {65536, 99, 1}, {1, 1, 1},      {64, 1, 1},      {65536, 1, 1}};
+#define N_RATE_RUNS ((int)(sizeof rate_runs / sizeof rate_runs[0]))
+/* mostly allow and done, a few clock moves and operator calls */
+static const profile rate_profile = {"rate", {480, 470, 10, 5, 5, 25, 2, 2, 1}, true};
+
 /* window runs: allow and done at once, to fill a 65536-result window; no
  * operator call (it would empty the window) */
 static const profile churn = {"churn", {460, 460, 20, 10, 10, 40, 0, 0, 10}, true};
@@ -465,6 +479,7 @@ typedef struct run {
     params         p;
     bool           sat;      /* saturation run */
     bool           long_win; /* window run */
+    int            rate;     /* rate run (--rates): 1 + index of rate_runs, or 0 */
     int64_t        now;
     side           sd[2];
     slot_entry    *pool;
@@ -747,7 +762,7 @@ static void note_transitions(run *r, size_t m0)
             e->counts.successes + e->counts.failures == CIRCUIT_MAX_COUNT)
             r->n_full_trips++;
         if (e->kind == EV_TRIP && e->counts.failures == 0)
-            r->n_evict_ask++; /* S2: the success that evicted the last failure */
+            r->n_evict_ask++; /* S2 (0.3): must stay 0, trip follows a failure */
         if (e->kind == EV_OPEN_FOR && e->reopens > r->max_reopens)
             r->max_reopens = e->reopens;
         if (e->kind == EV_OBSERVE) {
@@ -1118,6 +1133,8 @@ static const int probes_tab[] = {1, 2, 63, 64, 65, 1000};
  * INT64_MAX; "never half-open", "never time out" configs) */
 static const int64_t open_for_tab[] = {1, 2, 10, 1000, 1000000, INT64_C(3000000000), INT64_C(1000),
                                        INT64_MAX, INT64_C(1) << 61};
+static int g_rate_run; /* --rates: the rate run being made (1-based), else 0 */
+
 static const int64_t timeout_tab[] = {1,    3,    10,      999, 1000, 1001, 2000000, INT64_C(5000000000),
                                       1000, 5000, INT64_MAX, INT64_C(1) << 61};
 
@@ -1167,6 +1184,17 @@ static void setup(run *r, uint64_t seed)
         r->cfg.window = CIRCUIT_MAX_COUNT;
         p->trip_kind = 0;
         p->k = CIRCUIT_MAX_COUNT / 2 + 40 + rnd_below(&r->rng, 60);
+    }
+    if (g_rate_run > 0) {
+        r->rate = g_rate_run;
+        r->sat = r->long_win = false;
+        r->cfg.window = rate_runs[g_rate_run - 1].window;
+        /* trips now and then: a failure count about 1.5 times the expected one */
+        p->trip_kind = 2;
+        int64_t expect = (int64_t)r->cfg.window * rate_runs[g_rate_run - 1].fail_w /
+                         (rate_runs[g_rate_run - 1].fail_w + rate_runs[g_rate_run - 1].succ_w);
+        p->k = 1 + expect + expect / 2 + rnd_below(&r->rng, 3);
+        p->j = 2 + rnd_below(&r->rng, 4);
     }
     if (r->sat) {
         r->cfg.probes = SAT_PROBES;
@@ -1373,9 +1401,15 @@ static int run_seed(uint64_t seed, long *ops, coverage *cov)
         r->fail_w = 47;
         r->ign_w = 3;
     }
+    if (r->rate) {
+        r->prof = &rate_profile;
+        r->succ_w = rate_runs[r->rate - 1].succ_w;
+        r->fail_w = rate_runs[r->rate - 1].fail_w;
+        r->ign_w = 0;
+    }
     long next_phase = 200 + rnd_below(&r->rng, 600);
     while (r->op_index < r->ops) {
-        if (!r->sat && !r->long_win && r->op_index >= next_phase) {
+        if (!r->sat && !r->long_win && !r->rate && r->op_index >= next_phase) {
             new_phase(r);
             next_phase += 200 + rnd_below(&r->rng, 600);
         }
@@ -1437,7 +1471,7 @@ out:
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: differential [--ops N] [--long] [SEED]\n"
+    fprintf(stderr, "usage: differential [--ops N] [--long | --rates] [SEED]\n"
                     "  no SEED: seeds 1..20 (times CIRCUIT_STRESS_SCALE), %ld operations each\n"
                     "  --ops N: N operations per seed; --long: seeds 1..400, 10^6 operations each\n",
             OPS_PER_SEED);
@@ -1467,12 +1501,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    bool long_run = false, have_seed = false, have_ops = false;
+    bool long_run = false, have_seed = false, have_ops = false, rates = false;
     uint64_t first = 1, seed_arg = 0;
     for (int i = 1; i < argc; i++) {
         uint64_t v;
         if (strcmp(argv[i], "--long") == 0) {
             long_run = true;
+        } else if (strcmp(argv[i], "--rates") == 0) {
+            rates = true;
         } else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc && parse_u64(argv[i + 1], &v) && v > 0 &&
                    v <= 1000000000) {
             g_ops_per_seed = (long)v;
@@ -1501,6 +1537,19 @@ int main(int argc, char **argv)
     memset(&cov, 0, sizeof cov);
     int failed = check_configs() != 0;
     uint64_t seeds = 0;
+    if (rates) {
+        /* every window x failure fraction, one seed each (--rates SEED: that
+         * seed for all nine) */
+        for (int k = 1; !failed && k <= N_RATE_RUNS; k++) {
+            g_rate_run = k;
+            seeds++;
+            failed = run_seed(have_seed ? first : (uint64_t)k, &ops, &cov) != 0;
+            if (!failed)
+                printf("rate run %d (window %d, failures %d in %d): passed\n", k, rate_runs[k - 1].window,
+                       rate_runs[k - 1].fail_w, rate_runs[k - 1].fail_w + rate_runs[k - 1].succ_w);
+        }
+        count = 0;
+    }
     for (uint64_t s = first; !failed && s < first + count; s++) {
         seeds++;
         failed = run_seed(s, &ops, &cov) != 0;
@@ -1512,7 +1561,7 @@ int main(int argc, char **argv)
            "open/half-open/isolated %ld/%ld/%ld; isolate 0/EALREADY %ld/%ld, reset 0/EALREADY %ld/%ld; "
            "rejections open %ld (retry_after 1 ns: %ld), half-open %ld, isolated %ld; late results %ld; "
            "boundary moves %ld; highest timed_out %" PRId64 "; fullest window %" PRId64
-           " (trips with a full 65536 window: %ld); S2: successes asking nothing %ld, asks with failures = 0 %ld; "
+           " (trips with a full 65536 window: %ld); S2: successes asking nothing %ld, asks with failures = 0 (must be 0) %ld; "
            "open periods other than config %ld, highest reopens %" PRId64 "\n",
            cov.trans[CIRCUIT_CLOSED][CIRCUIT_OPEN], cov.trans[CIRCUIT_OPEN][CIRCUIT_HALF_OPEN],
            cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_OPEN], cov.trans[CIRCUIT_HALF_OPEN][CIRCUIT_CLOSED],
@@ -1522,6 +1571,11 @@ int main(int argc, char **argv)
            cov.reset[1], cov.rej_open, cov.retry1, cov.rej_half, cov.rej_iso, cov.late, cov.boundary_moves,
            cov.max_timed_out, cov.max_window, cov.full_trips, cov.silent, cov.evict_ask, cov.periods_varied,
            cov.max_reopens);
+    if (!failed && cov.evict_ask != 0) {
+        printf("differential: S2 (0.3) broken: trip was asked %ld times with no failure in the window\n",
+               cov.evict_ask);
+        failed = 1;
+    }
     printf("model: %ld ops, %" PRIu64 " seeds: %d passed, %d failed\n", ops, seeds, failed ? 0 : 1,
            failed ? 1 : 0);
     return failed ? 1 : 0;
