@@ -185,6 +185,7 @@ bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u12
 #ifdef CIRCUIT_TESTING
     circuit__test_count_core_cas();
 #endif
+    CIRCUIT__SHARED_RMW();
     /* sc: a release for what was prepared before (descriptor slots, slot 0,
      * the reopen count), an acquire for what the winner reads next */
     return circuit__cas128_sc(&b->core, expected, desired);
@@ -258,6 +259,7 @@ static bool desc_empty(circuit_breaker *b, uint64_t lo, uint32_t g1)
         while (x.lo != empty.lo || x.hi != empty.hi) {
             if (circuit__ld128_lo_acq(&b->core) != lo)
                 return false;
+            CIRCUIT__SHARED_RMW();
             if (circuit__cas128_sc(&b->desc[i], &x, empty))
                 break;
         }
@@ -266,13 +268,14 @@ static bool desc_empty(circuit_breaker *b, uint64_t lo, uint32_t g1)
 }
 
 /* A fresh epoch id for a closed state (never 0: the first epoch of a new
- * breaker). relaxed RMW: uniqueness is all it needs. */
-static uint32_t closed_epoch(circuit_breaker *b)
+ * breaker). relaxed RMW: uniqueness is all it needs; ids are not dense. */
+uint32_t circuit__fresh_epoch(circuit_breaker *b)
 {
     uint32_t id;
-    do
+    do {
+        CIRCUIT__SHARED_RMW();
         id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
-    while (id == 0);
+    } while (id == 0);
     return id;
 }
 
@@ -319,7 +322,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
             *c = circuit__ld128_acq(&b->core);
             return false;
         }
-        nw = (circuit__u128){circuit__mkclo(g1, closed_epoch(b), false, false, 0),
+        nw = (circuit__u128){circuit__mkclo(g1, circuit__fresh_epoch(b), false, false, 0),
                              circuit__mkchi(0, 0)};
         break;
     }

@@ -74,6 +74,18 @@ uint64_t circuit_test_core_cas_attempts(void)
     return __atomic_load_n(&test_core_cas, __ATOMIC_RELAXED);
 }
 
+static uint64_t test_shared_rmws;
+
+void circuit__test_count_shared_rmw(void)
+{
+    __atomic_fetch_add(&test_shared_rmws, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t circuit_test_shared_rmws(void)
+{
+    return __atomic_load_n(&test_shared_rmws, __ATOMIC_RELAXED);
+}
+
 static uint64_t test_stats_passes;
 
 void circuit__test_count_stats_pass(void)

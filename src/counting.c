@@ -286,6 +286,7 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
             circuit__u128 now = circuit__ld128_acq(&b->core);
             if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
                 return false;
+            CIRCUIT__SHARED_RMW();
             if (circuit__cas128_sc(slot, &x, want))
                 return true;
             if (desc_is(x, k)) {
@@ -318,6 +319,7 @@ static void ring_record(circuit_breaker *b, uint32_t gen, uint32_t k, uint32_t p
         if (!word_at(now.lo, now.hi, gen, k))
             return; /* moved on: whoever moved it wrote this record first */
         /* acq_rel: a reader that sees the record sees D_k (written before) */
+        CIRCUIT__SHARED_RMW();
         if (circuit__cas_acq_rel(slot, &cur, want))
             return;
     }
@@ -412,7 +414,10 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
             if (cell_epoch(v) == epoch) {
                 /* acq_rel: counts before it are in v; a success that sees
                  * the seal sees the intent word */
-                if ((v & CELL_SEALED) || circuit__cas_acq_rel(cell, &v, v | CELL_SEALED))
+                if (v & CELL_SEALED)
+                    break;
+                CIRCUIT__SHARED_RMW();
+                if (circuit__cas_acq_rel(cell, &v, v | CELL_SEALED))
                     break;
                 continue;
             }
@@ -421,6 +426,7 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
              * CAS X) */
             if (circuit__ld128_lo_acq(&b->core) != wi.lo)
                 return false;
+            CIRCUIT__SHARED_RMW();
             if (circuit__cas_acq_rel(cell, &v, cell_make(epoch, 0) | CELL_SEALED))
                 break;
         }
@@ -450,20 +456,12 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
         if (circuit__ld128_lo_acq(&b->core) != wi.lo)
             return;
         circuit__u128 n = {key, f.hi + sum};
+        CIRCUIT__SHARED_RMW();
         if (circuit__cas128_sc(&b->folded, &f, n))
             return;
     }
 }
 
-static uint32_t fresh_epoch(circuit_breaker *b)
-{
-    /* relaxed RMW: uniqueness is all it needs; ids are not dense */
-    uint32_t id;
-    do
-        id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
-    while (id == 0); /* 0 is the first epoch of a new breaker only */
-    return id;
-}
 
 /* ---- intents -------------------------------------------------------------- */
 
@@ -509,7 +507,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     }
     uint32_t k1 = circuit__ck(wi.hi) + 1;
     uint64_t dsat = d > CIRCUIT__SD_MAX ? CIRCUIT__SD_MAX : d;
-    circuit__u128 nw = {circuit__mkclo(circuit__gen(wi.lo), fresh_epoch(b), failure, true, 0),
+    circuit__u128 nw = {circuit__mkclo(circuit__gen(wi.lo), circuit__fresh_epoch(b), failure, true, 0),
                         circuit__mkchi(k1, dsat)};
     CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
     if (circuit__core_cas(b, &w, nw)) {

@@ -345,6 +345,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
 /* The CAS of the state word; the test build counts the attempts (L6 test). */
 bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired);
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
+uint32_t circuit__fresh_epoch(circuit_breaker *b);
 
 /* window.c (half-open: one result at a time through the word) */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
@@ -461,9 +462,12 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total wh
 void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
 void circuit__test_count_stats_pass(void);
+void circuit__test_count_shared_rmw(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
+#define CIRCUIT__SHARED_RMW() circuit__test_count_shared_rmw()
 #else
 #define CIRCUIT__HOOK(p) ((void)0)
+#define CIRCUIT__SHARED_RMW() ((void)0)
 #endif
 
 #endif

@@ -64,6 +64,13 @@ int64_t circuit_test_pending(const circuit_breaker *b);
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
 
+/* Read-modify-writes of cache lines that other CPUs write, made by the
+ * counting paths since the process started (all breakers, all threads):
+ * state-word CASes, descriptor and ring record CASes, seals, the ledger,
+ * epoch ids. A success's count on its own CPU's cell and the per-CPU totals
+ * are not among them (SPEC L8: zero for successes, a few per failure). */
+uint64_t circuit_test_shared_rmws(void);
+
 /* Passes circuit_get_stats made over the per-CPU lines since the process
  * started (all breakers, all threads): one per call unless a read has to
  * start again (the M1 bounded-read test). */

@@ -86,6 +86,7 @@ void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
     uint64_t old = rec_make(gen, seq);
     /* relaxed: only ever replaces exactly this record (a newer one makes it
      * fail harmlessly); nothing is read through it */
+    CIRCUIT__SHARED_RMW();
     circuit__cas_rlx(slot, &old, 0);
 }
 
