@@ -58,11 +58,12 @@
  *   are lock-free too. The state, the generation and the window counts live
  *   in one 16-byte word updated by compare-and-swap; a result is counted only
  *   by a CAS that also checks the generation the call was admitted in.
- *   While closed with no failure in the window (the healthy case), a success
- *   is instead counted in a per-CPU counter of the CPU the thread runs on, so
- *   circuit_allow + circuit_done of a success write no cache line that
- *   another CPU's allow or done writes; the counters are folded into the
- *   word, exactly, when exact counts are needed (a failure, isolate, reset).
+ *   While closed, whatever the window holds, a success is instead counted in
+ *   a per-CPU counter of the CPU the thread runs on, so circuit_allow +
+ *   circuit_done of a success write no cache line that another CPU's allow
+ *   or done writes; a failure reads those counters (without writing them)
+ *   to count itself with exact counts, and a transition out of closed seals
+ *   them first (SPEC L6 as amended in 0.3, L8).
  *   circuit_new and circuit_free are not thread-safe with respect to the
  *   breaker they create or destroy.
  *
@@ -190,14 +191,14 @@ typedef struct circuit_counts {
  *  wins the CAS first (only the last answer takes effect). They must not call
  *  the breaker. */
 typedef struct circuit_policy {
-    /** Asked while closed after each counted failure, and after each counted
-     *  success while the window held at least one failure before it (the
-     *  success that evicts the last failure is still asked, and sees
-     *  failures = 0); true opens the breaker. A success counted into a window
-     *  with no failure asks nothing (SPEC S2): that is what lets the healthy
-     *  path count it on a per-CPU line, and why a policy that would open on
-     *  an all-success window (e.g. "open after N results") opens only on a
-     *  failure. */
+    /** Asked while closed after each counted failure, with exact counts
+     *  that include it (SPEC C1, C2); true opens the breaker. Never asked
+     *  after a success (SPEC S2 as amended in 0.3): a success cannot open the
+     *  breaker, which is what lets every closed success count on a per-CPU
+     *  line. So a policy that would open on a success (e.g. "open after N
+     *  results", or a failure rate whose minimum number of results is
+     *  reached by a success) opens at the next failure, if its condition
+     *  still holds then. */
     bool (*trip)(void *arg, const circuit_counts *counts);
     /** Asked while half-open after each probe success or failure and each
      *  probe timeout: CIRCUIT_CLOSED closes, CIRCUIT_OPEN reopens for a fresh
@@ -463,7 +464,7 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * @b:   the breaker.
  * @out: receives the snapshot (caller-owned).
  * A pure read (SPEC M1): takes no lock, calls no callback, writes no memory
- * another thread reads, and does not fold the per-CPU counters (L6). Under
+ * another thread reads, and does not seal the per-CPU counters (L6). Under
  * concurrency each field is a value it held during the call (the totals are
  * not one atomic snapshot; state, generation and counts describe one moment
  * of the breaker); in a quiescent breaker every field is exact and

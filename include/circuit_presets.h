@@ -183,9 +183,13 @@ CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive 
  *   the window (the latest config.window counted results, SPEC C1; ignored
  *   results are not results). The breaker trips when
  *       results >= min_results  and  failures >= ratio * results
- *   after any counted result, a success included: with min_results 4 and
- *   ratio 0.5, the sequence failure, failure, failure, success trips on the
- *   success, because that is when the window first holds 4 results.
+ *   after each counted failure (the core asks trip after failures only,
+ *   SPEC S2 as amended in 0.3). So when min_results is reached by a
+ *   success, the breaker trips at the next failure if the rate still holds
+ *   then: with min_results 4 and ratio 0.5, failure, failure, failure,
+ *   success stays closed (4 results, but the 4th is a success), and one
+ *   more failure trips (4 of 5); had 5 successes come first instead of one,
+ *   that failure (4 of 9) would not.
  *   The compare is ">=": exactly 50% failures trips a 0.5 policy, exactly
  *   100% trips a 1.0 policy, and no failures never trips (ratio > 0).
  *

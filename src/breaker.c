@@ -257,10 +257,10 @@ static bool desc_empty(circuit_breaker *b, uint64_t lo, uint32_t g1)
     for (int i = 0; i < 2; i++) {
         circuit__u128 x = circuit__ld128_acq(&b->desc[i]); /* acquire: before the check */
         while (x.lo != empty.lo || x.hi != empty.hi) {
-            if (circuit__ld128_lo_acq(&b->core) != lo)
+            if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
                 return false;
             CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(&b->desc[i], &x, empty))
+            if (circuit__cas128_sc(&b->desc[i], &x, empty)) /* table: desc */
                 break;
         }
     }
@@ -274,6 +274,7 @@ uint32_t circuit__fresh_epoch(circuit_breaker *b)
     uint32_t id;
     do {
         CIRCUIT__SHARED_RMW();
+        /* table: next_id */
         id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
     } while (id == 0);
     return id;
@@ -319,7 +320,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         break;
     default: /* CLOSED: a new closed state, at exact point 0 of a fresh epoch */
         if (!desc_empty(b, c->lo, g1)) {
-            *c = circuit__ld128_acq(&b->core);
+            *c = circuit__ld128_acq(&b->core); /* acquire: table core */
             return false;
         }
         nw = (circuit__u128){circuit__mkclo(g1, circuit__fresh_epoch(b), false, false, 0),
@@ -650,7 +651,7 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             if (circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
                 bool have_now = true;
                 circuit__complete(b, c, &now, &have_now, call_ctx);
-                c = circuit__ld128_acq(&b->core);
+                c = circuit__ld128_acq(&b->core); /* acquire: table core */
                 continue;
             }
             if (circuit__closed_isolate(b, &c, now, call_ctx))
@@ -720,11 +721,11 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
         if (circuit__st(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
             return EAGAIN;
         uint32_t k = circuit__ck(c.hi);
-        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]);
+        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
         circuit__u128 nx = {(x.lo & ~(UINT64_C(1) << 49)) |
                                 (kind == CIRCUIT_FAILURE ? UINT64_C(1) << 49 : 0),
                             (x.hi & ~(uint64_t)CIRCUIT__F31_MASK) | (uint64_t)run};
-        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN;
+        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
     }
     uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
     hi |= (kind == CIRCUIT_FAILURE ? CIRCUIT__HI_LAST_FAIL : 0);

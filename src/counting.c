@@ -287,7 +287,7 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
             if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
                 return false;
             CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(slot, &x, want))
+            if (circuit__cas128_sc(slot, &x, want)) /* acquire: table core */
                 return true;
             if (desc_is(x, k)) {
                 desc_unpack(x, out); /* written meanwhile: that one is right */
@@ -315,7 +315,7 @@ static void ring_record(circuit_breaker *b, uint32_t gen, uint32_t k, uint32_t p
     uint64_t want = circuit__rec_make(gen, pos);
     uint64_t cur = circuit__ld_acq(slot); /* acquire: before the check below */
     while (cur != want) {
-        circuit__u128 now = circuit__ld128_acq(&b->core);
+        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
         if (!word_at(now.lo, now.hi, gen, k))
             return; /* moved on: whoever moved it wrote this record first */
         /* acq_rel: a reader that sees the record sees D_k (written before) */
@@ -417,7 +417,7 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
                 if (v & CELL_SEALED)
                     break;
                 CIRCUIT__SHARED_RMW();
-                if (circuit__cas_acq_rel(cell, &v, v | CELL_SEALED))
+                if (circuit__cas_acq_rel(cell, &v, v | CELL_SEALED)) /* table: pcpu[].cell */
                     break;
                 continue;
             }
@@ -447,7 +447,7 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
 static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 {
     uint64_t key = circuit__ledger_key(wi.lo);
-    circuit__u128 f = circuit__ld128_acq(&b->folded);
+    circuit__u128 f = circuit__ld128_acq(&b->folded); /* table: folded */
     for (;;) {
         if (f.lo == key)
             return; /* added by another completer */
@@ -457,7 +457,7 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
             return;
         circuit__u128 n = {key, f.hi + sum};
         CIRCUIT__SHARED_RMW();
-        if (circuit__cas128_sc(&b->folded, &f, n))
+        if (circuit__cas128_sc(&b->folded, &f, n)) /* table: folded */
             return;
     }
 }
@@ -470,6 +470,8 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
                        void *call_ctx)
 {
     unsigned kind = circuit__cintent(wi.lo);
+    if (circuit__st(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
+        return; /* no intent in it (the word moved on before it was read) */
     circuit__cc c;
     if (!circuit__closed_help(b, wi, &c))
         return;
@@ -552,8 +554,9 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
         if (circuit__gen(lo) != gen || circuit__st(lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE; /* T2 (a closed ticket's generation was closed) */
         if (circuit__cintent(lo) != CIRCUIT__INTENT_NONE) {
+            /* acquire: table core */
             circuit__complete(b, circuit__ld128_acq(&b->core), &now, &have_now, call_ctx);
-            lo = circuit__ld128_lo_acq(&b->core);
+            lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
             continue;
         }
         uint32_t epoch = circuit__cepoch(lo);
@@ -594,18 +597,18 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
 circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
                                                bool *have_now, void *call_ctx)
 {
-    circuit__u128 w = circuit__ld128_acq(&b->core);
+    circuit__u128 w = circuit__ld128_acq(&b->core); /* acquire: table core */
     for (;;) {
         if (circuit__gen(w.lo) != gen || circuit__st(w.lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE;
         if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE) {
             circuit__complete(b, w, now, have_now, call_ctx);
-            w = circuit__ld128_acq(&b->core);
+            w = circuit__ld128_acq(&b->core); /* acquire: table core */
             continue;
         }
         circuit__cc c;
         if (!circuit__closed_help(b, w, &c)) {
-            w = circuit__ld128_acq(&b->core);
+            w = circuit__ld128_acq(&b->core); /* acquire: table core */
             continue;
         }
         bool sealed, at_limit;
@@ -616,7 +619,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
         circuit__left left;
         if (!need_intent) {
             if (S < c.S) { /* not the word c belongs to */
-                w = circuit__ld128_acq(&b->core);
+                w = circuit__ld128_acq(&b->core); /* acquire: table core */
                 continue;
             }
             circuit__cc_apply(b, gen, &c, S - c.S, true, &n, &left);
@@ -662,7 +665,7 @@ bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, 
     bool have_now = true;
     circuit__cc c;
     if (!circuit__closed_help(b, *w, &c)) {
-        *w = circuit__ld128_acq(&b->core);
+        *w = circuit__ld128_acq(&b->core); /* acquire: table core */
         return false;
     }
     return intend(b, w, CIRCUIT__INTENT_ISOLATE, NULL, &now, &have_now, call_ctx);
@@ -674,7 +677,7 @@ bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
     bool have_now = false;
     circuit__cc c;
     if (!circuit__closed_help(b, *w, &c)) {
-        *w = circuit__ld128_acq(&b->core);
+        *w = circuit__ld128_acq(&b->core); /* acquire: table core */
         return false;
     }
     return intend(b, w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, NULL);

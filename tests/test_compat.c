@@ -344,22 +344,23 @@ static circuit_state probe_close_on_success(void *arg, const circuit_counts *c)
     return c->successes > 0 ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
 }
 
-Test(compat, gobreaker_ready_to_trip_custom_counts_asked_after_every_result)
+Test(compat, gobreaker_ready_to_trip_custom_counts_asked_after_every_failure)
 {
-    /* gobreaker would not ask ReadyToTrip after a success; libcircuit does
-     * while the window holds a failure (SPEC S2), so the success trips: the
-     * window then holds 3 results. */
+    /* Like gobreaker's ReadyToTrip, trip is asked after each failure and
+     * never after a success (SPEC S2 as amended in 0.3): the success that
+     * completes "3 results" opens nothing; the next failure does. */
     play(&(const scenario){
         .config = {3, 1, SEC, SEC},
         .policy = {.trip = trip_two_of_three, .probe = probe_close_on_success},
-        .steps = {CALL(-EIO), CALL(-EIO), STATE(CLOSED), CALL(0), STATE(OPEN),
-                  TRANSITION(0, CLOSED, OPEN), COUNT(0, successes, 1), COUNT(0, failures, 2)}});
-    cr_assert_geq(g_asks, 3);
-    const circuit_counts *last = &g_asked[(g_asks < 64 ? g_asks : 64) - 1];
+        .steps = {CALL(-EIO), CALL(-EIO), STATE(CLOSED), CALL(0), STATE(CLOSED), CALL(-EIO),
+                  STATE(OPEN), TRANSITION(0, CLOSED, OPEN), COUNT(0, successes, 1),
+                  COUNT(0, failures, 2)}});
+    cr_assert_eq(g_asks, 3);
+    const circuit_counts *last = &g_asked[2];
     cr_assert_eq(last->successes, 1);
     cr_assert_eq(last->failures, 2);
-    cr_assert_eq(last->consecutive_successes, 1);
-    cr_assert_eq(last->consecutive_failures, 0);
+    cr_assert_eq(last->consecutive_successes, 0);
+    cr_assert_eq(last->consecutive_failures, 1);
 }
 
 Test(compat, gobreaker_max_requests_is_probes_and_successes)
@@ -818,8 +819,9 @@ Test(compat, resilience4j_minimum_number_of_calls_is_min_results)
     play(&(const scenario){
         .config = {10, 1, SEC, SEC}, .failure_rate = {4, 0.5, 1},
         .steps = {CALLS(3, -EIO), STATE(CLOSED), /* 100% of 3: below the minimum */
-                  CALL(0), /* S2: the 4th result trips, though a success */
-                  STATE(OPEN), COUNT(0, failures, 3), COUNT(0, successes, 1)}});
+                  CALL(0), STATE(CLOSED), /* S2 (0.3): a success reaching it asks nothing */
+                  CALL(-EIO), /* the next failure trips: 4 of 5 */
+                  STATE(OPEN), COUNT(0, failures, 4), COUNT(0, successes, 1)}});
 
     /* a minimum above the window could never be reached: EINVAL */
     circuit_config c = config(10, 1, SEC, SEC);
@@ -929,8 +931,9 @@ ROW(resilience4j_record_and_ignore_exceptions_is_classify,
               CALL(404),        /* neither: success */
               CALL(429),        /* recorded */
               CALL(-ECANCELED), STATE(CLOSED), /* 3 results */
-              CALL(200), STATE(OPEN), /* 2 of 4 */
-              COUNT(0, failures, 2), COUNT(0, successes, 2)})
+              CALL(200), STATE(CLOSED), /* 2 of 4, reached by a success: S2 (0.3) */
+              CALL(500), STATE(OPEN), /* 3 of 5 */
+              COUNT(0, failures, 3), COUNT(0, successes, 2)})
 
 /* ======================================================================== */
 /* opossum                                                                   */
@@ -989,7 +992,8 @@ ROW(opossum_reset_timeout_single_trial,
 ROW(opossum_rolling_count_timeout_out_of_scope_count_window,
     .config = {6, 1, SEC, SEC}, .failure_rate = {6, 0.5, 1},
     .steps = {CALLS(3, -EIO), ADVANCE(11 * SEC), CALL(0), CALL(0), STATE(CLOSED),
-              CALL(0), /* F F F S S S: 50% of the window */
+              CALL(0), STATE(CLOSED), /* F F F S S S: 50%, reached by a success (S2, 0.3) */
+              CALL(-EIO), /* F F S S S F: still 50% of the window */
               STATE(OPEN), COUNT(0, failures, 3), COUNT(0, successes, 3)})
 
 /* ======================================================================== */

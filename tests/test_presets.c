@@ -839,7 +839,11 @@ Test(presets, S2_consecutive_in_a_breaker_a_success_ends_the_run)
     circuit_free(b);
 }
 
-Test(presets, S2_failure_rate_in_a_breaker_trips_on_the_success_that_reaches_the_minimum)
+/* S2 as amended in 0.3: a failure-rate preset whose min_results is reached
+ * by a success does not trip on that success (trip is asked only after
+ * failures); it trips at the next failure if the rate still holds then,
+ * and not if the rate fell below the threshold. */
+Test(presets, S2_failure_rate_min_results_reached_by_a_success_trips_at_the_next_failure)
 {
     circuit_config c = {10, 1, SEC, SEC};
     circuit_failure_rate p;
@@ -850,10 +854,36 @@ Test(presets, S2_failure_rate_in_a_breaker_trips_on_the_success_that_reaches_the
     call_ok(b, -EIO);
     call_ok(b, -EIO);
     cr_assert_eq(circuit_get_state(b), CIRCUIT_CLOSED);
-    call_ok(b, 0);
+    call_ok(b, 0); /* 3 of 4 at the minimum, reached by a success: not asked */
+    cr_assert_eq(circuit_get_state(b), CIRCUIT_CLOSED);
+    cr_assert_eq(r.n, 0);
+    call_ok(b, -EIO); /* 4 of 5: the rate still holds */
     cr_assert_eq(circuit_get_state(b), CIRCUIT_OPEN);
-    cr_assert_eq(r.t[0].counts.failures, 3);
+    cr_assert_eq(r.t[0].counts.failures, 4);
     cr_assert_eq(r.t[0].counts.successes, 1);
+    circuit_free(b);
+
+    /* the rate fell below the threshold before the next failure: no trip */
+    rec r2 = {0};
+    b = breaker(c, circuit_failure_rate_policy(&p), circuit_classify_errno, &r2);
+    call_ok(b, -EIO);
+    call_ok(b, -EIO);
+    call_ok(b, -EIO);
+    for (int i = 0; i < 4; i++)
+        call_ok(b, 0);
+    call_ok(b, -EIO); /* 4 of 8 = 50 %: trips (>= threshold) */
+    cr_assert_eq(circuit_get_state(b), CIRCUIT_OPEN);
+    circuit_free(b);
+    rec r3 = {0};
+    b = breaker(c, circuit_failure_rate_policy(&p), circuit_classify_errno, &r3);
+    call_ok(b, -EIO);
+    call_ok(b, -EIO);
+    call_ok(b, -EIO);
+    for (int i = 0; i < 5; i++)
+        call_ok(b, 0);
+    call_ok(b, -EIO); /* 4 of 9 < 50 %: stays closed */
+    cr_assert_eq(circuit_get_state(b), CIRCUIT_CLOSED);
+    cr_assert_eq(r3.n, 0);
     circuit_free(b);
 }
 

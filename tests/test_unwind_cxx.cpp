@@ -238,9 +238,11 @@ Test(unwind_cxx, T2_exception_from_classify_while_closed_counts_nothing)
     cr_assert_eq(f.trip_calls, 1, "a result whose classify threw was counted");
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
     call(&f, kOk); // the breaker keeps counting: the run of failures ended here
-    cr_assert_eq(f.last_trip.consecutive_successes, 1);
-    cr_assert_eq(f.last_trip.failures, 1);
-    cr_assert_eq(f.last_trip.successes, 1);
+    circuit_stats st;
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.counts.consecutive_successes, 1);
+    cr_assert_eq(st.counts.failures, 1);
+    cr_assert_eq(st.counts.successes, 1);
     call(&f, kFail);
     call(&f, kFail);
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN);

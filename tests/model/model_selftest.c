@@ -298,11 +298,11 @@ TEST(S2_C4_O6_trip_opens_with_final_counts)
     CHECK(cmodel_done(&a, CIRCUIT_FAILURE));
     CHECK_COUNTS(&f.last_trip, 0, 1, 0, 1, 0);
     CHECK(cmodel_done(&b, CIRCUIT_SUCCESS));
-    CHECK_COUNTS(&f.last_trip, 1, 1, 1, 0, 0);
+    CHECK_EQ(f.n_trip, 1); /* S2 (0.3): a success asks nothing */
     CHECK_EQ(f.n_tr, 0);
     f.now = 1234;
     CHECK(cmodel_done(&c, CIRCUIT_FAILURE));
-    CHECK_EQ(f.n_trip, 3);
+    CHECK_EQ(f.n_trip, 2);
     CHECK_EQ(f.n_tr, 1);
     CHECK(f.tr[0].from == CIRCUIT_CLOSED && f.tr[0].to == CIRCUIT_OPEN);
     CHECK_EQ(f.tr[0].generation, 1);
@@ -578,7 +578,9 @@ TEST(C1_C2_window_ring_and_runs)
     call(&f, CIRCUIT_FAILURE);
     CHECK_COUNTS(&f.last_trip, 0, 3, 0, 4, 0); /* run not bounded by the window */
     call(&f, CIRCUIT_SUCCESS);
-    CHECK_COUNTS(&f.last_trip, 1, 2, 1, 0, 0);
+    circuit_stats st;
+    cmodel_get_stats(f.m, &st);
+    CHECK_COUNTS(&st.counts, 1, 2, 1, 0, 0);
     fx_fini(&f);
 }
 
@@ -592,7 +594,7 @@ TEST(C5_ignored_counts_nothing_frees_slot)
     CHECK(call(&f, CIRCUIT_IGNORED));
     CHECK_EQ(f.n_trip, trips);
     call(&f, CIRCUIT_SUCCESS);
-    CHECK_EQ(f.n_trip, trips); /* S2: no failure in the window, nothing asked */
+    CHECK_EQ(f.n_trip, trips); /* S2: a success asks nothing */
     circuit_stats st;
     cmodel_get_stats(f.m, &st);
     CHECK_COUNTS(&st.counts, 3, 0, 3, 0, 0); /* the run went on across the ignored */
@@ -743,7 +745,7 @@ TEST(O4_O5_observe_unwinding_leaves_rest_for_next_call)
     fx_fini(&f);
 }
 
-/* ---- 0.2: S2 amended ------------------------------------------------------ */
+/* ---- S2 as amended in 0.3 ----------------------------------------------------- */
 
 static void stats(fx *f, circuit_stats *st)
 {
@@ -751,7 +753,7 @@ static void stats(fx *f, circuit_stats *st)
     cmodel_get_stats(f->m, st);
 }
 
-TEST(S2_success_into_failure_free_window_asks_nothing)
+TEST(S2_success_never_asks_trip)
 {
     fx f;
     fx_init(&f, 3, 1, 100, 50);
@@ -762,23 +764,22 @@ TEST(S2_success_into_failure_free_window_asks_nothing)
     CHECK(call(&f, CIRCUIT_FAILURE));
     CHECK_EQ(f.n_trip, 1);
     CHECK_COUNTS(&f.last_trip, 2, 1, 0, 1, 0); /* F evicted an S */
-    CHECK(call(&f, CIRCUIT_SUCCESS));         /* window held a failure: asked */
-    CHECK_EQ(f.n_trip, 2);
-    CHECK_COUNTS(&f.last_trip, 2, 1, 1, 0, 0);
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* the window holds a failure: still nothing asked */
     CHECK(call(&f, CIRCUIT_SUCCESS));
-    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the last failure: still asked, failures = 0 */
-    CHECK_EQ(f.n_trip, 4);
-    CHECK_COUNTS(&f.last_trip, 3, 0, 3, 0, 0);
-    CHECK(call(&f, CIRCUIT_SUCCESS)); /* failure-free again: nothing asked */
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the failure */
+    CHECK(call(&f, CIRCUIT_SUCCESS));
     CHECK(call(&f, CIRCUIT_IGNORED));
-    CHECK_EQ(f.n_trip, 4);
+    CHECK_EQ(f.n_trip, 1);
     circuit_stats st;
     stats(&f, &st);
     CHECK_COUNTS(&st.counts, 3, 0, 4, 0, 0); /* counted all the same (C1, C2) */
+    CHECK(call(&f, CIRCUIT_FAILURE));
+    CHECK_EQ(f.n_trip, 2);
+    CHECK_COUNTS(&f.last_trip, 2, 1, 0, 1, 0); /* exact, including the failure */
     fx_fini(&f);
 }
 
-TEST(S2_window_one_success_after_failure_is_asked_once)
+TEST(S2_window_one_asks_after_each_failure_only)
 {
     fx f;
     fx_init(&f, 1, 1, 100, 50);
@@ -786,35 +787,29 @@ TEST(S2_window_one_success_after_failure_is_asked_once)
     CHECK_EQ(f.n_trip, 0);
     CHECK(call(&f, CIRCUIT_FAILURE));
     CHECK_COUNTS(&f.last_trip, 0, 1, 0, 1, 0);
-    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the failure: asked */
+    CHECK(call(&f, CIRCUIT_SUCCESS)); /* evicts the failure: not asked */
+    CHECK_EQ(f.n_trip, 1);
+    CHECK(call(&f, CIRCUIT_FAILURE));
     CHECK_EQ(f.n_trip, 2);
-    CHECK_COUNTS(&f.last_trip, 1, 0, 1, 0, 0);
-    CHECK(call(&f, CIRCUIT_SUCCESS));
-    CHECK_EQ(f.n_trip, 2);
+    CHECK_COUNTS(&f.last_trip, 0, 1, 0, 1, 0);
     fx_fini(&f);
 }
 
-/* a success-counting trip policy no longer opens on an all-success window
- * (the one behaviour S2's amendment changes) but does open once a failure is
- * in the window */
-TEST(S2_success_policy_opens_only_with_a_failure_in_window)
+/* a success-counting trip policy never opens on a success (the behaviour
+ * S2's amendment in 0.3 changes); it is asked after failures only, and a
+ * failure resets the run it counts */
+TEST(S2_success_policy_never_opens)
 {
     fx f;
     fx_init(&f, 8, 1, 100, 50);
     f.trip_successes = 3; /* a policy that opens on a run of successes */
     for (int i = 0; i < 5; i++)
         CHECK(call(&f, CIRCUIT_SUCCESS));
-    CHECK_EQ(f.n_trip, 0);
-    CHECK_EQ(f.n_tr, 0);
     CHECK(call(&f, CIRCUIT_FAILURE)); /* asked: cs = 0, stays closed */
-    CHECK(call(&f, CIRCUIT_SUCCESS));
-    CHECK(call(&f, CIRCUIT_SUCCESS));
+    for (int i = 0; i < 5; i++)
+        CHECK(call(&f, CIRCUIT_SUCCESS));
+    CHECK_EQ(f.n_trip, 1);
     CHECK_EQ(f.n_tr, 0);
-    CHECK(call(&f, CIRCUIT_SUCCESS)); /* the failure is still in the window: asked, opens */
-    CHECK_EQ(f.n_trip, 4);
-    CHECK_EQ(f.n_tr, 1);
-    CHECK(f.tr[0].cause == CIRCUIT_CAUSE_POLICY);
-    CHECK_COUNTS(&f.tr[0].counts, 7, 1, 3, 0, 0); /* window 8: the first success left */
     fx_fini(&f);
 }
 
@@ -1458,9 +1453,9 @@ int main(void)
         T(C3_timed_out_saturates),
         T(O1_O2_O6_nested_transitions_after_observe_returns),
         T(O4_O5_observe_unwinding_leaves_rest_for_next_call),
-        T(S2_success_into_failure_free_window_asks_nothing),
-        T(S2_window_one_success_after_failure_is_asked_once),
-        T(S2_success_policy_opens_only_with_a_failure_in_window),
+        T(S2_success_never_asks_trip),
+        T(S2_window_one_asks_after_each_failure_only),
+        T(S2_success_policy_never_opens),
         T(OP1_isolate_from_closed_makes_earlier_results_late),
         T(OP1_isolated_has_no_time_driven_change),
         T(OP1_isolate_from_open_carries_zero_counts),

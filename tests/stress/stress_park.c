@@ -65,6 +65,7 @@ static const struct {
     {"FOLD_MID_SUM", CIRCUIT_TP_FOLD_MID_SUM},
     {"INTENT_MADE", CIRCUIT_TP_INTENT_MADE},
     {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
+    {"CELL_BEFORE_START", CIRCUIT_TP_CELL_BEFORE_START},
 };
 
 static circuit_test_point target;
@@ -227,7 +228,7 @@ int main(int argc, char **argv)
     if (!name || pi == sizeof points / sizeof points[0])
         stress_die("--point=ALLOW_BEFORE_CAS|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
-                   "FOLD_MID_SUM|ENTRY_BEFORE_CAS|OPERATOR_BEFORE_CAS");
+                   "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START");
     if (a.threads < 2)
         stress_die("needs at least 2 threads");
     target = points[pi].p;
@@ -239,8 +240,10 @@ int main(int argc, char **argv)
     snprintf(cname, sizeof cname, "park %s test p1 w4", points[pi].name);
     cfg.name = cname;
     if (target == CIRCUIT_TP_FAST_BEFORE_COUNT || target == CIRCUIT_TP_FOLD_SEALED ||
-        target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_INTENT_MADE)
-        cfg.fail_pct = 8; /* mostly healthy: the fast mode is entered and folded often */
+        target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_INTENT_MADE ||
+        target == CIRCUIT_TP_CELL_BEFORE_START)
+        cfg.fail_pct = 8; /* mostly successes, failures now and then: cells counted,
+                           * summed by failures, sealed by trips and isolates */
     if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS)
         cfg.operator_pm = 6;
     stress_begin(&cfg, &a);
