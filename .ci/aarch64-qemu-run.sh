@@ -48,19 +48,25 @@ tick=2
 clk=$(getconf CLK_TCK 2>/dev/null || echo 100)
 min_ticks=$clk
 top=
-trap '[[ -n "$top" ]] && kill -TERM "$top" 2>/dev/null' TERM INT
+state=$(mktemp)
+trap 'rm -f "$state"' EXIT
+trap '[[ -n "$top" ]] && kill -TERM "$top" 2>/dev/null; exit 143' TERM INT
 
-# "pid ppid cpu" for every process: cpu = utime + stime + cutime + cstime
-# (clock ticks; a reaped child's time moves into its parent's c-fields).
+# "pid ppid cpu" for every process: cpu = utime + stime (clock ticks; the
+# process's own threads, not its reaped children).
 all_procs() {
     awk '{ line = $0; sub(/^.*\) /, "", line); n = split(line, f, " ")
-           if (n >= 15) print substr(FILENAME, 7, length(FILENAME) - 11), f[2], f[12] + f[13] + f[14] + f[15] }' \
+           if (n >= 13) print substr(FILENAME, 7, length(FILENAME) - 11), f[2], f[12] + f[13] }' \
         /proc/[0-9]*/stat 2>/dev/null
 }
 
-# "cpu pid..." of $top and its descendants: their summed CPU ticks and pids.
+# "ticks pid..." for $top and its descendants: the CPU ticks they used since
+# the previous call (each process's own increase, a new process's whole
+# time; a process that ended or left the tree takes nothing away) and their
+# pids. The previous call's "pid cpu" lines are kept in $state.
 tree() {
-    all_procs | awk -v top="$top" '
+    all_procs | awk -v top="$top" -v state="$state" '
+        FILENAME == state { before[$1] = $2; next }
         { ppid[$1] = $2; cpu[$1] = $3 }
         END {
             in_tree[top] = 1; changed = 1
@@ -68,10 +74,16 @@ tree() {
                 changed = 0
                 for (p in ppid) if (!(p in in_tree) && (ppid[p] in in_tree)) { in_tree[p] = 1; changed = 1 }
             }
-            s = 0; list = ""
-            for (p in in_tree) if (p in cpu) { s += cpu[p]; list = list " " p }
-            print s list
-        }'
+            used = 0; list = ""
+            printf "" > state
+            for (p in in_tree) if (p in cpu) {
+                d = cpu[p] - ((p in before) ? before[p] : 0)
+                if (d > 0) used += d
+                list = list " " p
+                print p, cpu[p] > state
+            }
+            print used list
+        }' "$state" -
 }
 
 # report WHY PIDS ARGS...: what each process waits in, to stderr and the log
@@ -127,22 +139,24 @@ run_once() {
     "$qemu" "$@" <&3 3<&- &
     top=$!
     exec 3<&-
-    local start=$SECONDS cpu pids used
-    local -a at=() spent=()   # samples: time (s), CPU ticks of the tree
+    local start=$SECONDS ticks pids used i
+    local -a at=() got=()   # samples: time (s), CPU ticks the tree used since the previous one
+    : >"$state"
     while kill -0 "$top" 2>/dev/null; do
         sleep "$tick"
         kill -0 "$top" 2>/dev/null || break
-        read -r cpu pids < <(tree)
+        read -r ticks pids < <(tree)
         at+=("$SECONDS")
-        spent+=("$cpu")
-        # the CPU the tree used over the last `stall` seconds (first sample
-        # at least that old); a waiting thread that wakes now and then (a
-        # poll timeout) uses a few ticks, a working program far more
+        got+=("$ticks")
+        # the CPU the tree used over the last `stall` seconds; a waiting
+        # thread that wakes now and then (a poll timeout) uses a few ticks,
+        # a working program far more
         while ((${#at[@]} > 1 && SECONDS - at[1] >= stall)); do
             at=("${at[@]:1}")
-            spent=("${spent[@]:1}")
+            got=("${got[@]:1}")
         done
-        used=$((cpu - spent[0]))
+        used=0
+        for ((i = 1; i < ${#got[@]}; i++)); do used=$((used + got[i])); done
         if ((SECONDS - at[0] >= stall && used < min_ticks)); then
             report "STALL: test $name: its processes used $((used * 1000 / clk)) ms of CPU in the last $((SECONDS - at[0])) s (after $((SECONDS - start)) s); killing it" "$pids" "$@"
             wait "$top" 2>/dev/null
