@@ -40,8 +40,12 @@
  * Generation tags are 30 bits: a ticket would be confused with a later
  * generation only after 2^30 transitions while it is outstanding (each open
  * period lasts at least open_for, so at 1 ms per cycle that is over 12
- * days). The 64-bit generations given to observe and open_for are rebuilt
- * from the tag and `gen64`, the latest 64-bit generation published.
+ * days). The 64-bit generations given to observe and open_for, and reported
+ * by get_stats, are rebuilt from the tag and `gen64`, the latest 64-bit
+ * generation published, as the generation with that tag NEAREST to gen64
+ * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
+ * maker has not raised it yet) or ahead of it (others made transitions
+ * since the word was read), by far less than 2^29 either way.
  */
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H

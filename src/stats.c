@@ -57,6 +57,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         if (again.lo == c.lo && again.hi == c.hi)
             break;
     }
+    CIRCUIT__HOOK(CIRCUIT_TP_STATS_READ);
     s.transitions = circuit__ld_rlx(&b->transitions);
     s.timed_out = circuit__ld_rlx(&b->timed_out);
 

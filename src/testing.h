@@ -36,6 +36,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_FOLD_MID_SUM,          /* fold: in the middle of the sum, before the word CAS */
     CIRCUIT_TP_ENTRY_BEFORE_CAS,      /* fast-mode entry: records prepared, before the word CAS */
     CIRCUIT_TP_OPERATOR_BEFORE_CAS,   /* isolate/reset: decided, before the transition CAS */
+    CIRCUIT_TP_STATS_READ,            /* get_stats: the word read and checked, before the
+                                       * 64-bit generation is rebuilt from its tag */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
