@@ -128,7 +128,10 @@ typedef struct rule_params {
 typedef struct rule {
     struct rule *next;          /* registry list (registry_mu) */
     int refs;                   /* remap instances using it (registry_mu) */
-    uint64_t seq;               /* creation order: the newest rule of a name is the current one */
+    uint64_t seq;               /* order of use: among the rules of one name in the
+                                   live configuration, the latest used is current */
+    uint64_t load_pending;      /* the latest remap.config load that used it */
+    uint64_t load_live;         /* the latest such load that succeeded */
     char *key;                  /* name and every parameter, canonical */
     rule_params p;
     circuit_breaker *b;         /* NULL for the metrics rule */
@@ -141,6 +144,9 @@ typedef struct rule {
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static rule *registry;          /* registry_mu */
 static uint64_t registry_seq;   /* registry_mu */
+/* remap.config loads: 1 is the first; a reload that fails leaves live_load
+ * where it was (Traffic Server keeps the previous table). registry_mu. */
+static uint64_t loading_load = 1, live_load = 1;
 static bool global_init_done;   /* set by TSPluginInit, before any remap load */
 static int txn_arg = -1;        /* transaction user argument: the txn_state */
 static TSCont txn_cont;         /* the per-transaction hooks (stateless) */
@@ -619,14 +625,20 @@ static void rule_free(rule *r)
     TSfree(r);
 }
 
-/* The newest live rule of each name is its current one: the one operator
- * messages and metrics address. Caller holds registry_mu. */
+/* A name's current rule: the one of the live remap.config (the latest load
+ * that succeeded), the latest used if the name appears twice. Metrics and
+ * log lines speak of it; a rule of a failed or of an older load is not
+ * current (it lives on only while transactions or the old table use it).
+ * Caller holds registry_mu. */
 static bool is_current(const rule *r)
 {
+    if (r->b == NULL || r->load_live != live_load)
+        return false;
     for (const rule *o = registry; o; o = o->next)
-        if (o != r && o->b && strcmp(o->p.name, r->p.name) == 0 && o->seq > r->seq)
+        if (o != r && o->b && o->load_live == live_load && o->seq > r->seq &&
+            strcmp(o->p.name, r->p.name) == 0)
             return false;
-    return r->b != NULL;
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -840,6 +852,28 @@ TSReturnCode TSRemapInit(TSRemapInterface *api, char *errbuf, int errbuf_size)
     return TS_SUCCESS;
 }
 
+void TSRemapPreConfigReload(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    loading_load++;
+    pthread_mutex_unlock(&registry_mu);
+}
+
+void TSRemapPostConfigReload(TSRemapReloadStatus status)
+{
+    pthread_mutex_lock(&registry_mu);
+    if (status != TSREMAP_CONFIG_RELOAD_FAILURE) {
+        live_load = loading_load;
+        for (rule *r = registry; r; r = r->next)
+            if (r->load_pending == loading_load)
+                r->load_live = loading_load;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    TSNote("%s: remap.config load %" PRIu64 " %s", PLUGIN_NAME, loading_load,
+           status == TSREMAP_CONFIG_RELOAD_FAILURE ? "failed: the previous rules stay in use"
+                                                    : "in use");
+}
+
 TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf, int errbuf_size)
 {
     rule_params p;
@@ -857,7 +891,7 @@ TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf,
             break;
     if (r != NULL) {
         r->refs++;
-        r->seq = ++registry_seq;   /* used again: the current rule of its name */
+        r->seq = ++registry_seq;
         TSfree(key);
         if (r->b)
             TSNote("%s: breaker %s kept (parameters unchanged; state %s)", PLUGIN_NAME, p.name,
@@ -875,10 +909,14 @@ TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf,
         r->seq = ++registry_seq;
         r->next = registry;
         registry = r;
+        r->load_live = 0;
         if (r->b)
             TSNote("%s: breaker %s built (window %d, probes %d)", PLUGIN_NAME, p.name, p.window,
                    p.probes);
     }
+    r->load_pending = loading_load;
+    if (loading_load == 1)      /* the first load: Traffic Server stops if it fails */
+        r->load_live = 1;
     pthread_mutex_unlock(&registry_mu);
     *ih = r;
     return TS_SUCCESS;
@@ -899,8 +937,11 @@ void TSRemapDeleteInstance(void *ih)
         r = NULL;
     }
     pthread_mutex_unlock(&registry_mu);
-    if (r != NULL)
+    if (r != NULL) {
+        if (r->b)
+            TSNote("%s: breaker %s freed (no rule uses it any more)", PLUGIN_NAME, r->p.name);
         rule_free(r);
+    }
 }
 
 /* The Prometheus rule: every current breaker in one exposition. */

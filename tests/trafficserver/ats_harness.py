@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -193,6 +194,7 @@ class TrafficServer:
         self.threads = threads
         self.manager = manager
         self.port = port or free_port()
+        self.rundir = None        # sockets: a short path (a unix socket path has < 108 bytes)
         self.proc = None          # the process we started (manager or server)
         self.server_pid = None    # traffic_server's pid
 
@@ -210,8 +212,10 @@ class TrafficServer:
 
     def _write_layout(self):
         f = self.folder
-        for d in ("etc", "log", "run", "cache", "state"):
+        for d in ("etc", "log", "cache", "state"):
             (f / d).mkdir(parents=True, exist_ok=True)
+        if self.rundir is None:
+            self.rundir = Path(tempfile.mkdtemp(prefix="circuit-ats-"))
         # the packaged defaults (ip_allow.yaml, body_factory, storage...),
         # then our own records.config, remap.config and plugin.config
         for item in SYSTEM_CONFIG.iterdir():
@@ -225,7 +229,7 @@ class TrafficServer:
             "prefix: /usr\nexec_prefix: /usr\nbindir: /usr/bin\nsbindir: /usr/sbin\n"
             f"sysconfdir: {self.etc}\ndatadir: {f}/cache\nincludedir: /usr/include\n"
             "libdir: /usr/lib/trafficserver\nlibexecdir: /usr/lib/trafficserver/modules\n"
-            f"localstatedir: {f}/state\nruntimedir: {f}/run\nlogdir: {self.log}\n"
+            f"localstatedir: {f}/state\nruntimedir: {self.rundir}\nlogdir: {self.log}\n"
             f"cachedir: {f}/cache\n")
         self.write_records()
         self.write_remap(self.remap)
@@ -355,6 +359,9 @@ class TrafficServer:
                 pass
         self.proc = None
         self.server_pid = None
+        if self.rundir is not None:
+            shutil.rmtree(self.rundir, ignore_errors=True)
+            self.rundir = None
 
     def __enter__(self):
         return self.start()
