@@ -329,9 +329,11 @@ def wrk(port, seconds, out, a):
         try:
             rc = p.wait(timeout=seconds + 30)
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
             raise Failure("wrk did not finish: " + " ".join(cmd))
+        finally:
+            if p.poll() is None:   # timed out, or interrupted
+                p.kill()
+                p.wait()
     if rc != 0:
         log(f"wrk exited with {rc} ({out})")
     return Path(out).read_text()
@@ -490,9 +492,28 @@ def collect(arm, ts, up, R):
             shutil.copy(src, R / dst)
 
 
+def cpu_ns(pid):
+    """CPU time (ns) of every thread of process pid so far, from
+    /proc/PID/task/*/schedstat (first field: time on the CPU)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass   # a thread that just ended
+    return total
+
+
 def overhead(tss, a, out):
     """wrk alternates between the two Traffic Servers (healthy nginx behind
-    each): on, off, off, on, on, off, ... so neither arm always goes first."""
+    each): on, off, off, on, on, off, ... so neither arm always goes first.
+    Each round also records traffic_server's CPU time (all its threads), so
+    the report can give CPU per request, which other load on the machine
+    disturbs far less than requests/s."""
     O = out / "overhead"
     shutil.rmtree(O, ignore_errors=True)
     O.mkdir(parents=True)
@@ -503,8 +524,11 @@ def overhead(tss, a, out):
             if stop_requested:
                 raise Failure("interrupted")
             f = O / f"wrk-{r + 1}-{arm}.txt"
+            c0 = cpu_ns(tss[arm].server_pid)
             wrk(tss[arm].port, a.overhead_s, f, a)
-            rounds.append({"round": r + 1, "arm": arm, "file": f.name})
+            c1 = cpu_ns(tss[arm].server_pid)
+            rounds.append({"round": r + 1, "arm": arm, "file": f.name,
+                           "ts_cpu_ns": None if c0 is None or c1 is None else c1 - c0})
     log(f"overhead: {a.overhead_rounds} rounds of {a.overhead_s} s per arm done")
     return rounds
 
@@ -556,6 +580,10 @@ def main(argv):
     ap.add_argument("--origin-timeout-s", type=int, default=1,
                     help="Traffic Server's origin connect and no-activity timeouts (whole s)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (OUT/work)")
+    ap.add_argument("--deadline-s", type=int, default=None,
+                    help="stop everything and fail after this many seconds (default 240, "
+                         "full run 600): inside ctest's TIMEOUT, whose kill would leave "
+                         "Traffic Server and nginx running")
     a = ap.parse_args(argv)
 
     if a.quick:
@@ -568,8 +596,8 @@ def main(argv):
         durations = [a.phase_s] * len(PHASES)
         a.open_for_ms = a.open_for_ms or 1000
         a.open_for_max_ms = a.open_for_max_ms or 3000
-        a.overhead_rounds = a.overhead_rounds or 5
-        a.overhead_s = a.overhead_s or 4
+        a.overhead_rounds = a.overhead_rounds or 12
+        a.overhead_s = a.overhead_s or 2
     if a.open_for_max_ms < a.open_for_ms:
         ap.error("--open-for-max-ms must be >= --open-for-ms")
 
@@ -598,6 +626,8 @@ def main(argv):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGALRM, on_signal)
+    signal.alarm(a.deadline_s or (240 if a.quick else 600))
 
     h = import_harness(a.harness)
     TS = make_ts_class(h)
@@ -659,6 +689,7 @@ def main(argv):
         log(f"failed: {e!r}")
         status = 1
     finally:
+        signal.alarm(0)
         for arm in list(tss):
             tss[arm].stop()
         for arm in list(ups):

@@ -311,16 +311,28 @@ def load_overhead(out, meta):
     res = {"on": [], "off": []}
     for r in meta["overhead"]["files"]:
         w = parse_wrk(read_text(os.path.join(out, "overhead", r["file"])))
+        # traffic_server's CPU time per request of the round (all threads)
+        w["cpu_us"] = (r["ts_cpu_ns"] / 1e3 / w["requests"]
+                       if r.get("ts_cpu_ns") and w["requests"] else None)
         res[r["arm"]].append(w)
     summary = {}
     for arm, ws in res.items():
         rps = [w["rps"] for w in ws if w["rps"] is not None]
         p99 = [w["p99_ms"] for w in ws if w["p99_ms"] is not None]
-        summary[arm] = {"rounds_rps": rps, "rounds_p99_ms": p99,
+        cpu = [w["cpu_us"] for w in ws if w["cpu_us"] is not None]
+        summary[arm] = {"rounds_rps": rps, "rounds_p99_ms": p99, "rounds_cpu_us": cpu,
                         "median_rps": statistics.median(rps) if rps else None,
                         "median_p99_ms": statistics.median(p99) if p99 else None,
+                        "median_cpu_us": statistics.median(cpu) if cpu else None,
+                        # the least disturbed round: other load only adds CPU time
+                        "min_cpu_us": min(cpu) if cpu else None,
                         "non2xx": sum(w["non2xx"] for w in ws)}
     on, off = summary["on"], summary["off"]
+    if on["median_cpu_us"] and off["median_cpu_us"]:
+        summary["cpu_change_pct"] = 100.0 * (on["median_cpu_us"] / off["median_cpu_us"] - 1)
+        summary["cpu_added_us"] = on["median_cpu_us"] - off["median_cpu_us"]
+        summary["min_cpu_change_pct"] = 100.0 * (on["min_cpu_us"] / off["min_cpu_us"] - 1)
+        summary["min_cpu_added_us"] = on["min_cpu_us"] - off["min_cpu_us"]
     if on["median_rps"] and off["median_rps"]:
         summary["rps_change_pct"] = 100.0 * (on["median_rps"] / off["median_rps"] - 1)
     if on["median_p99_ms"] and off["median_p99_ms"]:
@@ -526,6 +538,79 @@ def saved(on, off):
     return rows
 
 
+def back_to_closed(run):
+    """Seconds from the start of phase 'back' to the first transition to
+    closed (not by the operator) in it or later; None when there is none."""
+    ids = [p["id"] for p in run["phases"]]
+    if "back" not in ids:
+        return None
+    bp = ids.index("back")
+    after = set(ids[bp:])
+    for t in run["transitions"]:
+        if t["phase"] in after and t["to"] == "closed" and t["cause"] != "operator":
+            return t["t_s"] - run["phases"][bp]["start_s"]
+    return None
+
+
+def headline(meta, runs, ov):
+    """The summary table (Markdown lines), also quoted in the top-level README."""
+    if "on" not in runs or "off" not in runs:
+        return []
+    on, off = runs["on"], runs["off"]
+    pon = {p["id"]: p for p in on["phases"]}
+    poff = {p["id"]: p for p in off["phases"]}
+    L = ["| | with circuit.so | without |", "|---|--:|--:|"]
+
+    def num(x, f="{:,.0f}"):
+        return "-" if x is None else f.format(x).replace(",", " ")
+    o, f = ov["on"], ov["off"]
+    L.append(f"| healthy, overhead rounds (median of {meta['overhead']['rounds']}): requests/s | "
+             f"{num(o['median_rps'])} | {num(f['median_rps'])} |")
+    L.append(f"| ... p99 | {fmt_ms(o['median_p99_ms'])} ms | {fmt_ms(f['median_p99_ms'])} ms |")
+    L.append(f"| ... traffic_server CPU per request, median (least of the rounds) | "
+             f"{num(o['median_cpu_us'], '{:.1f}')} ({num(o['min_cpu_us'], '{:.1f}')}) µs | "
+             f"{num(f['median_cpu_us'], '{:.1f}')} ({num(f['min_cpu_us'], '{:.1f}')}) µs |")
+    e_on, e_off = pon.get("errors1"), poff.get("errors1")
+    if e_on and e_off:
+        L.append(f"| 1 % upstream errors: 5xx passed on / rejected / breaker at end | "
+                 f"{e_on['http_error']} / {e_on['rejected']} / {e_on['state_at_end']} | "
+                 f"{e_off['http_error']} / 0 / - |")
+        L.append(f"| ... requests/s, p99 (sequential arms: machine noise included) | "
+                 f"{num(e_on['wrk']['rps'])}, {fmt_ms(e_on['wrk']['p99_ms'])} ms | "
+                 f"{num(e_off['wrk']['rps'])}, {fmt_ms(e_off['wrk']['p99_ms'])} ms |")
+    outs = [p["id"] for p in on["phases"] if p["outage"]]
+    s_on = sum(pon[i]["sent_upstream"] for i in outs)
+    s_off = sum(poff[i]["sent_upstream"] for i in outs if i in poff)
+    n_on = sum(pon[i]["served_by_upstream"] for i in outs)
+    n_off = sum(poff[i]["served_by_upstream"] for i in outs if i in poff)
+    L.append(f"| requests sent upstream during the {len(outs)} outages "
+             f"({' + '.join(str(meta['phase_seconds'][meta['phases'].index(i)]) for i in outs)} s)"
+             f" | {num(s_on)} | {num(s_off)} |")
+    L.append(f"| ... of which nginx served | {num(n_on)} | {num(n_off)} |")
+    L.append(f"| requests answered at once with 503 + Retry-After during the outages | "
+             f"{num(sum(pon[i]['rejected'] for i in outs))} | 0 |")
+    h_on, h_off = pon.get("hung"), poff.get("hung")
+    if h_on and h_off:
+        L.append(f"| client latency while the origin hangs, p50 / p99 | "
+                 f"{fmt_ms(h_on['wrk']['p50_ms'])} / {fmt_ms(h_on['wrk']['p99_ms'])} ms | "
+                 f"{fmt_ms(h_off['wrk']['p50_ms'])} / {fmt_ms(h_off['wrk']['p99_ms'])} ms |")
+    periods = [t["open_for_s"] for t in on["transitions"]
+               if t["to"] == "open" and pon.get(t["phase"], {}).get("outage")]
+    b = meta["breaker"]
+    L.append(f"| open periods chosen, trip then each reopen ({b['open_for_ms']} ms doubling, "
+             f"cap {b['open_for_max_ms']} ms, jitter <= {b['jitter']:.0%}) | "
+             f"{', '.join(f'{x:.2f}' for x in periods)} s | - |")
+    btc = back_to_closed(on)
+    L.append(f"| from the origin coming back to the breaker closing | "
+             f"{'-' if btc is None else f'{btc:.2f} s'} | - |")
+    iso = pon.get("isolated")
+    if iso:
+        L.append(f"| isolated ({iso['duration_s']:.0f} s): requests answered 503 / sent upstream / "
+                 f"served by nginx | {num(iso['rejected'])} / {iso['sent_upstream']} / "
+                 f"{iso['served_by_upstream']} | - |")
+    return L
+
+
 def write_markdown(meta, runs, overhead, checks, promtool):
     L = []
     add = L.append
@@ -540,20 +625,37 @@ def write_markdown(meta, runs, overhead, checks, promtool):
         f"circuit.so; arm **off**: the same Traffic Server build and settings, the rule "
         f"without the plugin. Phases of {' '.join(map(str, meta['phase_seconds']))} s.\n")
     add("```\n" + meta["remap_on"] + "\n```\n")
+    h = headline(meta, runs, overhead)
+    if h:
+        add("### Summary\n")
+        L.extend(h)
+        add("")
 
     ov = overhead
     add("### Overhead in the healthy state (same run, rounds alternating on/off)\n")
-    add("| arm | requests/s per round | median requests/s | p99 ms per round | median p99 ms |")
-    add("|---|---|---:|---|---:|")
+    add("| arm | requests/s per round | median requests/s | p99 ms per round | median p99 ms "
+        "| traffic_server CPU µs/request per round | median | least |")
+    add("|---|---|---:|---|---:|---|---:|---:|")
     for arm in ("on", "off"):
         o = ov[arm]
         add(f"| {arm} | {', '.join(f'{x:.0f}' for x in o['rounds_rps'])} | "
             f"{o['median_rps'] or 0:.0f} | {', '.join(f'{x:.2f}' for x in o['rounds_p99_ms'])} | "
-            f"{fmt_ms(o['median_p99_ms'])} |")
+            f"{fmt_ms(o['median_p99_ms'])} | {', '.join(f'{x:.1f}' for x in o['rounds_cpu_us'])} "
+            f"| {'-' if o['median_cpu_us'] is None else format(o['median_cpu_us'], '.1f')} "
+            f"| {'-' if o['min_cpu_us'] is None else format(o['min_cpu_us'], '.1f')} |")
+    cpu = ""
+    if ov.get("cpu_change_pct") is not None:
+        cpu = (f", traffic_server CPU per request {fmt_pct(ov['cpu_change_pct'])} "
+               f"({ov['cpu_added_us']:+.2f} µs; least of the rounds: "
+               f"{fmt_pct(ov['min_cpu_change_pct'])}, {ov['min_cpu_added_us']:+.2f} µs)")
     add(f"\nWith the plugin: requests/s {fmt_pct(ov.get('rps_change_pct'))}, p99 "
-        f"{fmt_pct(ov.get('p99_change_pct'))} (medians of {meta['overhead']['rounds']} rounds "
-        f"of {meta['overhead']['seconds']} s per arm; target: requests/s within 2 %). Both "
-        f"Traffic Servers run the whole time; wrk loads one at a time.\n")
+        f"{fmt_pct(ov.get('p99_change_pct'))}{cpu} (medians of {meta['overhead']['rounds']} "
+        f"rounds of {meta['overhead']['seconds']} s per arm; target: requests/s within 2 %). "
+        f"Both Traffic Servers run the whole time; wrk loads one at a time. CPU per request: "
+        f"the CPU time of all of traffic_server's threads during the round "
+        f"(/proc/PID/task/*/schedstat) over wrk's request count; it includes Traffic Server's "
+        f"own work, so the difference is the plugin's cost. Requests/s and p99 move with "
+        f"whatever else runs on the machine; CPU per request much less.\n")
 
     add("### Requests per phase\n")
     add("| phase | arm | s | requests | req/s | 2xx | upstream 5xx | 502 conn | 504 timeout | "
@@ -630,7 +732,8 @@ def write_json(path, meta, runs, overhead, checks, promtool):
                  operator=p["operator"])
         return d
 
-    doc = {"scenario": meta, "overhead": overhead, "runs": {},
+    doc = {"scenario": meta, "overhead": overhead, "summary": headline(meta, runs, overhead),
+           "runs": {},
            "checks": None if checks is None else checks.items}
     for r, run in runs.items():
         doc["runs"][r] = {
