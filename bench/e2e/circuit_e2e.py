@@ -549,6 +549,8 @@ def missing_tools(a):
             ("traffic_ctl", "trafficserver"), ("nginx", "nginx-light"), ("wrk", "wrk")]
     if a.check:
         need.append(("promtool", "prometheus"))
+    if not a.no_plot and os.environ.get("CI") == "true":
+        need.append(("gnuplot", "gnuplot-nox"))   # elsewhere: a report without the plot
     return [f"{t} (apt-get install {p})" for t, p in need if shutil.which(t) is None]
 
 
