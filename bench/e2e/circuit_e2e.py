@@ -530,7 +530,45 @@ def overhead(tss, a, out):
             rounds.append({"round": r + 1, "arm": arm, "file": f.name,
                            "ts_cpu_ns": None if c0 is None or c1 is None else c1 - c0})
     log(f"overhead: {a.overhead_rounds} rounds of {a.overhead_s} s per arm done")
+    if not a.no_profile:
+        profile(tss["on"], a, O)
     return rounds
+
+
+def profile(ts, a, O):
+    """One more round on the arm with the plugin under `perf record -e
+    cpu-clock` (a software clock: works without hardware counters) on
+    traffic_server's pid: which share of its CPU time (kernel included) is
+    spent in circuit.so. Leaves overhead/perf-on.txt (perf report by shared
+    object and symbol); skipped with a note when perf is missing or fails."""
+    if shutil.which("perf") is None:
+        log("overhead: perf not found (apt-get install linux-perf): no profile")
+        return
+    data = O / "perf.data"
+    secs = max(4, a.overhead_s)
+    w = subprocess.Popen(["wrk", f"-t{a.wrk_threads}", f"-c{a.connections}", f"-d{secs + 2}s",
+                          "-H", f"Host: {HOST}", f"http://127.0.0.1:{ts.port}/"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        r = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "4000", "-p",
+                            str(ts.server_pid), "-o", str(data), "--", "sleep", str(secs)],
+                           capture_output=True, text=True, timeout=secs + 60)
+        if r.returncode != 0:
+            log("overhead: perf record failed: " + r.stderr.strip()[-300:])
+            return
+        r = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort",
+                            "dso,sym", "--stdio", "-g", "none", "--percent-limit", "0.01"],
+                           capture_output=True, text=True, timeout=120)
+        (O / "perf-on.txt").write_text(r.stdout)
+    except subprocess.TimeoutExpired:
+        log("overhead: perf timed out: no profile")
+    finally:
+        if w.poll() is None:
+            w.kill()
+        w.wait()
+        data.unlink(missing_ok=True)
+        Path(str(data) + ".old").unlink(missing_ok=True)
 
 
 # -------------------------------------------------------------------- main --
@@ -581,6 +619,8 @@ def main(argv):
     ap.add_argument("--probe-timeout-ms", type=int, default=3000)
     ap.add_argument("--origin-timeout-s", type=int, default=1,
                     help="Traffic Server's origin connect and no-activity timeouts (whole s)")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="no perf profile of traffic_server after the overhead rounds")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (OUT/work)")
     ap.add_argument("--deadline-s", type=int, default=None,
                     help="stop everything and fail after this many seconds (default 240, "

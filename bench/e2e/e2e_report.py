@@ -307,6 +307,26 @@ def load_run(rdir, arm, meta, bucket_s):
             "ctl_circuit": read_text(os.path.join(rdir, "ctl-circuit.txt"))}
 
 
+_PERF_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*$")
+
+
+def parse_perf(text):
+    """`perf report --sort dso,sym --stdio -g none` -> samples count and
+    [(percent, dso, symbol)]."""
+    rows = []
+    samples = None
+    for line in text.splitlines():
+        m = re.match(r"^# Samples: (\S+)", line)
+        if m:
+            samples = m.group(1)
+        if line.startswith("#"):
+            continue
+        m = _PERF_LINE.match(line)
+        if m:
+            rows.append((float(m.group(1)), m.group(2), m.group(4)))
+    return samples, rows
+
+
 def load_overhead(out, meta):
     res = {"on": [], "off": []}
     for r in meta["overhead"]["files"]:
@@ -327,6 +347,19 @@ def load_overhead(out, meta):
                         # the least disturbed round: other load only adds CPU time
                         "min_cpu_us": min(cpu) if cpu else None,
                         "non2xx": sum(w["non2xx"] for w in ws)}
+    perf = read_text(os.path.join(out, "overhead", "perf-on.txt"))
+    if perf:
+        samples, rows = parse_perf(perf)
+        mine = [(p, sym) for p, dso, sym in rows if dso == "circuit.so"]
+        summary["profile"] = {
+            "samples": samples,
+            "circuit_so_pct": round(sum(p for p, _ in mine), 2),
+            "circuit_so_symbols": [{"pct": p, "symbol": sym} for p, sym in mine[:8]],
+            "by_dso": {},
+        }
+        for p, dso, _ in rows:
+            summary["profile"]["by_dso"][dso] = round(
+                summary["profile"]["by_dso"].get(dso, 0) + p, 2)
     on, off = summary["on"], summary["off"]
     if on["median_cpu_us"] and off["median_cpu_us"]:
         summary["cpu_change_pct"] = 100.0 * (on["median_cpu_us"] / off["median_cpu_us"] - 1)
@@ -567,6 +600,10 @@ def headline(meta, runs, ov):
     L.append(f"| healthy, overhead rounds (median of {meta['overhead']['rounds']}): requests/s | "
              f"{num(o['median_rps'])} | {num(f['median_rps'])} |")
     L.append(f"| ... p99 | {fmt_ms(o['median_p99_ms'])} ms | {fmt_ms(f['median_p99_ms'])} ms |")
+    prof = ov.get("profile")
+    if prof:
+        L.append(f"| ... share of traffic_server's CPU time in circuit.so (perf, "
+                 f"{prof['samples']} samples) | {prof['circuit_so_pct']:.2f} % | - |")
     L.append(f"| ... traffic_server CPU per request, median (least of the rounds) | "
              f"{num(o['median_cpu_us'], '{:.1f}')} ({num(o['min_cpu_us'], '{:.1f}')}) µs | "
              f"{num(f['median_cpu_us'], '{:.1f}')} ({num(f['min_cpu_us'], '{:.1f}')}) µs |")
@@ -656,6 +693,17 @@ def write_markdown(meta, runs, overhead, checks, promtool):
         f"(/proc/PID/task/*/schedstat) over wrk's request count; it includes Traffic Server's "
         f"own work, so the difference is the plugin's cost. Requests/s and p99 move with "
         f"whatever else runs on the machine; CPU per request much less.\n")
+    prof = ov.get("profile")
+    if prof:
+        top = ", ".join(f"{x['symbol']} {x['pct']:.2f} %" for x in prof["circuit_so_symbols"])
+        dsos = ", ".join(f"{d} {p:.1f} %" for d, p in sorted(
+            prof["by_dso"].items(), key=lambda kv: -kv[1])[:5])
+        add(f"Profile (`perf record -e cpu-clock` on traffic_server during one more round with "
+            f"the plugin, {prof['samples']} samples, kernel time included): **circuit.so "
+            f"{prof['circuit_so_pct']:.2f} %** of traffic_server's CPU time ({top or 'no sample'}; "
+            f"the plugin's own code and the statically linked libcircuit). By shared object: "
+            f"{dsos}. Traffic Server's own dispatch of the plugin's hooks runs in "
+            f"traffic_server and is not in that share.\n")
 
     add("### Requests per phase\n")
     add("| phase | arm | s | requests | req/s | 2xx | upstream 5xx | 502 conn | 504 timeout | "
@@ -913,6 +961,14 @@ def self_test():
            [("closed", "open", 1, "policy", 0.44), ("open", "half-open", 2, "timer", None),
             ("isolated", "closed", 15, "operator", None)])
     expect("transition ms", round(tr[1]["t"] - tr[0]["t"], 3), 0.44)
+    ps, pr = parse_perf("# Samples: 8K of event 'cpu-clock'\n#\n"
+                        "    26.67%  [kernel.kallsyms]     [k] pvm_irq_enable\n"
+                        "     0.29%  circuit.so            [.] txn_hook\n"
+                        "     0.07%  traffic_server        [.] HttpSM::state_api_callout\n")
+    expect("perf samples", ps, "8K")
+    expect("perf rows", pr, [(26.67, "[kernel.kallsyms]", "pvm_irq_enable"),
+                             (0.29, "circuit.so", "txn_hook"),
+                             (0.07, "traffic_server", "HttpSM::state_api_callout")])
     m = parse_prometheus('# HELP a_total x\n# TYPE a_total counter\na_total 3\n'
                          'b{state="open",x="q\\"z"} 1.5e0\nc 2 1700000000\n')
     expect("prom samples", m, [("a_total", {}, 3.0),
