@@ -72,6 +72,19 @@ void __tsan_release(void *addr);
 #define circuit__tsan_release(p) ((void)(p))
 #endif
 
+/* The size that data written by different CPUs is padded and aligned to,
+ * so that two CPUs never write one cache line (false sharing): 64 bytes on
+ * x86-64 (its line size); 128 on aarch64, where some cores have 128-byte
+ * lines (Cavium ThunderX, Apple M-series; Linux's arm64 port aligns DMA
+ * buffers to 128 for them). Neoverse cores have 64-byte lines, for which
+ * 128 costs only memory; Fujitsu A64FX's 256-byte lines are not covered.
+ * docs/PLATFORMS.md says the same for users. */
+#if defined(__aarch64__)
+#define CIRCUIT_CACHELINE 128
+#else
+#define CIRCUIT_CACHELINE 64
+#endif
+
 /* A 16-byte word, changed only as a whole by circuit__cas128. */
 typedef struct circuit__u128 {
     uint64_t lo, hi;
@@ -86,10 +99,6 @@ static inline uint64_t circuit__ld_rlx(const uint64_t *p)
 static inline uint64_t circuit__ld_acq(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-static inline uint64_t circuit__ld_sc(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
 static inline void circuit__st_rlx(uint64_t *p, uint64_t v)
 {
@@ -120,11 +129,6 @@ static inline bool circuit__cas_acq_rel(uint64_t *p, uint64_t *expected, uint64_
 {
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
-}
-static inline bool circuit__cas_sc(uint64_t *p, uint64_t *expected, uint64_t desired)
-{
-    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
 }
 static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
@@ -161,16 +165,6 @@ static inline void circuit__fence_sc(void)
 #else
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
-}
-
-/* Pointers (the deliverer's list head is private; these are for the rest). */
-static inline void *circuit__ldp_rlx(void *const *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-static inline void circuit__stp_rlx(void **p, void *v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
 /* ---- 16-byte ------------------------------------------------------------ */

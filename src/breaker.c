@@ -211,7 +211,7 @@ uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
 
 static void gen64_raise(circuit_breaker *b, uint64_t g)
 {
-    uint64_t cur = circuit__ld_rlx(&b->gen64);
+    uint64_t cur = circuit__ld_rlx(&b->gen64); /* relaxed: table gen64 */
     /* relaxed: a monotonic maximum, read only to widen tags */
     while (cur < g && !circuit__cas_rlx(&b->gen64, &cur, g))
         ;
@@ -236,6 +236,7 @@ static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen,
     uint64_t want = ((uint64_t)gen << 32) | k;
     uint64_t v = circuit__ld_acq(&b->half_reopens); /* acquire: before the check */
     while (v != want) {
+        /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         /* acquire on failure: the value returned is checked again */
@@ -275,7 +276,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     }
     case CIRCUIT_HALF_OPEN:
         if (!half_reopens_set(b, c->lo, g1, circuit__lo31(c->lo))) {
-            *c = circuit__ld128_acq(&b->core);
+            *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0), 0};
@@ -319,7 +320,7 @@ static inline void reject(circuit_breaker *b, circuit__ticket *tk, circuit_rejec
 {
     if (rej)
         *rej = (circuit_rejection){st, left};
-    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_REJECTED));
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_REJECTED)); /* relaxed: table ticket status */
     circuit__total_add(b, CIRCUIT__T_REJECTED);
 }
 
@@ -406,6 +407,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
             slot = 0;
             reuse = slot0.reuse;
             slot0.held = false;
+            /* acquire: T6, the state may have moved on */
             if (circuit__gen(circuit__ld128_lo_acq(&b->core)) != gen) {
                 /* The state moved on while we were stopped (T6): give the
                  * slot back and decide again in the new state. */
@@ -417,6 +419,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         } else {
             circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
             if (a == CIRCUIT__STALE) {
+                /* acquire: decide again from the new state */
                 seen = circuit__ld128_lo_acq(&b->core);
                 now = circuit__now(); /* the state moved on: decide as of now */
                 continue;
@@ -442,7 +445,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now,
                          bool have_now)
 {
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     ck_backoff_t backoff = CAS_BACKOFF_FIRST;
     for (;;) {
         if (circuit__gen(c.lo) != tk->gen)
@@ -567,6 +570,7 @@ bool circuit_done(circuit_ticket *t, int result)
 
     bool counted;
     if (o == CIRCUIT_IGNORED) {
+        /* acquire: table core */
         counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == tk->gen;
         circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
     } else {
@@ -585,7 +589,7 @@ bool circuit_done(circuit_ticket *t, int result)
 void circuit_release(circuit_ticket *t)
 {
     circuit__ticket *tk = tk_of(t, "circuit_release");
-    uint64_t st = circuit__ld_rlx(&tk->status);
+    uint64_t st = circuit__ld_rlx(&tk->status); /* relaxed: table ticket status */
     if (st == 0)
         return; /* blank (CIRCUIT_TICKET_INIT) */
     if ((st & ~UINT64_C(0xff)) != CIRCUIT__TICKET_MAGIC ||
@@ -611,10 +615,10 @@ void circuit_release(circuit_ticket *t)
     circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
 }
 
-void circuit_ticket_guard_release(circuit_ticket *t)
-{
-    circuit_release(t);
-}
+/* The 0.1/0.2 guard's name for circuit_release (circuit.h): one function,
+ * two exported symbols, no second body. */
+extern __typeof__(circuit_release) circuit_ticket_guard_release
+    __attribute__((alias("circuit_release")));
 
 /* ---- operator control (SPEC OP1-OP3) ------------------------------------------ */
 
@@ -681,7 +685,7 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
                               int64_t timed_out)
 {
     check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     if (circuit__fast(c.lo))
         circuit__fold(b, &c);
     unsigned st = circuit__st(c.lo);
@@ -707,19 +711,20 @@ size_t circuit_test_footprint(const circuit_breaker *b)
 int64_t circuit_test_pending(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_pending");
+    /* relaxed: a test looks at a hint */
     return (int64_t)circuit__ld_rlx((uint64_t *)(uintptr_t)&b->pending);
 }
 
 bool circuit_test_fast_mode(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fast_mode");
-    return circuit__fast(circuit__ld128_lo_acq(&b->core));
+    return circuit__fast(circuit__ld128_lo_acq(&b->core)); /* acquire: table core */
 }
 
 bool circuit_test_fold(circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fold");
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     return circuit__fast(c.lo) && circuit__fold(b, &c);
 }
 

@@ -199,7 +199,7 @@ bool circuit__fold(circuit_breaker *b, circuit__u128 *c)
         }
     }
 moved:
-    *c = circuit__ld128_acq(&b->core);
+    *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
     return false;
 }
 

@@ -58,8 +58,8 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
             break;
     }
     CIRCUIT__HOOK(CIRCUIT_TP_STATS_READ);
-    s.transitions = circuit__ld_rlx(&b->transitions);
-    s.timed_out = circuit__ld_rlx(&b->timed_out);
+    s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
+    s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */
 
     unsigned st = circuit__st(c.lo);
     uint32_t tag = circuit__gen(c.lo);

@@ -261,7 +261,7 @@ class TrafficServer:
         self.remap = list(lines)
         (self.etc / "remap.config").write_text("".join(l + "\n" for l in self.remap))
 
-    def start(self, timeout_s=30):
+    def start(self, timeout_s=60):
         self._write_layout()
         env = dict(os.environ)
         # the plugin is not built with sanitizers; keep an ASan runtime of the
