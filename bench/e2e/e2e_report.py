@@ -692,7 +692,9 @@ def write_markdown(meta, runs, overhead, checks, promtool):
         f"the CPU time of all of traffic_server's threads during the round "
         f"(/proc/PID/task/*/schedstat) over wrk's request count; it includes Traffic Server's "
         f"own work, so the difference is the plugin's cost. Requests/s and p99 move with "
-        f"whatever else runs on the machine; CPU per request much less.\n")
+        f"whatever else runs on the machine, CPU per request less (contention still adds "
+        f"to it: the least of the rounds is the least disturbed); the profile below is the "
+        f"most direct measure.\n")
     prof = ov.get("profile")
     if prof:
         top = ", ".join(f"{x['symbol']} {x['pct']:.2f} %" for x in prof["circuit_so_symbols"])
