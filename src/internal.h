@@ -313,7 +313,11 @@ bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u12
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
 
 /* window.c */
+/* The counts of the state in word c; in the fast mode they add the per-CPU
+ * records of its interval (read here), or `pending` successes for _with. */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
+void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t pending,
+                          circuit_counts *out);
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
 void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
@@ -401,6 +405,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total wh
 #ifdef CIRCUIT_TESTING
 void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
+void circuit__test_count_stats_pass(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)
