@@ -16,8 +16,8 @@
  *   closed     every call is admitted and its result counted; after each
  *              counted failure, and each success counted while the window
  *              holds a failure, the `trip` policy decides whether to open
- *              (a success into a window with no failure asks nothing: 0.2,
- *              see circuit_policy.trip).
+ *              (a success into a window with no failure asks nothing; see
+ *              circuit_policy.trip).
  *   open       every call is rejected at once until the open period has
  *              passed since the breaker opened (config.open_for_ns, or what
  *              spec.open_for chooses).
@@ -41,7 +41,12 @@
  * or circuit_done makes them, as of the moment each fell due and in due-time
  * order, so the outcome does not depend on which call notices.
  *
- * Error numbers are pthread-style: functions return 0 or a positive errno.
+ * Errors. A function that returns a status returns 0 or a positive errno
+ * (pthread-style: circuit_new, circuit_isolate, circuit_reset). The text
+ * and number helpers whose result is a length or a count follow snprintf
+ * instead, so that the result keeps its own meaning: circuit_rejection_format
+ * and circuit_retry_after_s (and circuit_stats_format_prometheus*) return
+ * -1 and set errno on a bad argument.
  * Programming errors (listed per function under "Aborts") print one line
  * naming the cause on stderr, starting with "libcircuit: ", and call abort().
  *
@@ -197,10 +202,10 @@ typedef struct circuit_policy {
      *  success while the window held at least one failure before it (the
      *  success that evicts the last failure is still asked, and sees
      *  failures = 0); true opens the breaker. A success counted into a window
-     *  with no failure asks nothing (SPEC S2 as amended in 0.2): that is what
-     *  lets the healthy path count it on a per-CPU line. The one policy this
-     *  changes from 0.1 is one that would open on an all-success window
-     *  (e.g. "open after N results"): it now opens only on a failure. */
+     *  with no failure asks nothing (SPEC S2): that is what lets the healthy
+     *  path count it on a per-CPU line, and why a policy that would open on
+     *  an all-success window (e.g. "open after N results") opens only on a
+     *  failure. */
     bool (*trip)(void *arg, const circuit_counts *counts);
     /** Asked while half-open after each probe success or failure and each
      *  probe timeout: CIRCUIT_CLOSED closes, CIRCUIT_OPEN reopens for a fresh
@@ -467,8 +472,7 @@ CIRCUIT_API bool circuit_done(circuit_ticket *t, int result);
  * and circuit_release may race on two threads: exactly one settles it and
  * the slot is freed exactly once; if release wins, the done call aborts as
  * "already settled by release". A ticket admitted while closed is settled
- * without such arbitration (no locked instruction on the hot path, SPEC T5 as
- * amended in 0.2): settling it from two threads at once is a caller bug whose
+ * without such arbitration (no locked instruction on the hot path, SPEC T5): settling it from two threads at once is a caller bug whose
  * outcome is undefined; done-after-release and done-after-done on one thread
  * still abort.
  * Thread-safe, lock-free, allocation-free.
@@ -493,10 +497,13 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * @out: receives the snapshot (caller-owned).
  * A pure read (SPEC M1): takes no lock, calls no callback, writes no memory
  * another thread reads, and does not fold the per-CPU counters (L6). Under
- * concurrency each field is a value it held during the call (the fields are
- * not one atomic snapshot); in a quiescent breaker every field is exact and
+ * concurrency each field is a value it held during the call (the totals are
+ * not one atomic snapshot; state, generation and counts describe one moment
+ * of the breaker); in a quiescent breaker every field is exact and
  * admitted = successes + failures + ignored + late + released + (tickets
- * still live). Cost: O(CPUs) loads. Thread-safe; may run inside observe.
+ * still live). Cost: O(CPUs) loads, in one pass that is never started again
+ * however fast other threads count results (writers cannot starve it).
+ * Thread-safe; may run inside observe.
  * Aborts: @b or @out is NULL; @b not built by circuit_new.
  */
 CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out);
@@ -579,7 +586,10 @@ CIRCUIT_API const char *circuit_outcome_name(circuit_outcome o);
  */
 CIRCUIT_API int circuit_rejection_format(const circuit_rejection *r, char *buf, size_t len);
 
-/** Cleanup handler used by CIRCUIT_TICKET_GUARD: circuit_release(t). */
+/** circuit_release under the name that CIRCUIT_TICKET_GUARD expanded to in
+ *  0.1 and 0.2: the same function (one definition, exported under both
+ *  names), kept so that programs compiled against those headers still link.
+ *  New code names circuit_release. */
 CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
 
 /**
@@ -593,8 +603,8 @@ CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
  * nothing (SPEC P3).
  */
 #if defined(__GNUC__) || defined(__clang__)
-#define CIRCUIT_TICKET_GUARD(name)                                                 \
-    circuit_ticket name __attribute__((cleanup(circuit_ticket_guard_release))) = \
+#define CIRCUIT_TICKET_GUARD(name)                                       \
+    circuit_ticket name __attribute__((cleanup(circuit_release))) =     \
         CIRCUIT_TICKET_INIT
 #endif
 

@@ -4,8 +4,7 @@
  * SPDX-License-Identifier: MIT
  *
  * Everything here is built on the public API of <circuit.h> and nothing in
- * the core depends on it (SPEC section 4: presets live beside the core, never
- * inside it). The presets are part of the same library (libcircuit.so /
+ * the core depends on it: presets live beside the core, never inside it. The presets are part of the same library (libcircuit.so /
  * libcircuit.a); include this header to use them.
  *
  * Two policies

@@ -4,7 +4,7 @@
  * SPDX-License-Identifier: MIT
  *
  * Built on the public API of <circuit.h> only, beside the core like the
- * presets (SPEC section 4); part of the same library. It formats, it does
+ * presets; part of the same library. It formats, it does
  * not serve: put its output in the body of your own /metrics handler, with
  * the content type "text/plain; version=0.0.4; charset=utf-8".
  *

@@ -5,9 +5,10 @@
  * (sequentially consistent). Each call site says in one line why that order
  * is enough; each fence names the pair of accesses it orders.
  *
- * 8-BYTE operations are the compiler's C11 __atomic builtins in EVERY build,
- * so the ThreadSanitizer build runs exactly the code the release build ships
- * (on x86-64 and aarch64 alike): nothing here relies on one CPU's ordering.
+ * 8-BYTE operations and the full fence are the compiler's C11 __atomic
+ * builtins in EVERY build, so the ThreadSanitizer build runs exactly the code
+ * the release build ships (on x86-64 and aarch64 alike): nothing here relies
+ * on one CPU's ordering.
  *
  * 16-BYTE operations (the state word, probe-slot records, the probe-time
  * hint, the fold ledger) are the one place where builds differ:
@@ -71,6 +72,19 @@ void __tsan_release(void *addr);
 #define circuit__tsan_release(p) ((void)(p))
 #endif
 
+/* The size that data written by different CPUs is padded and aligned to,
+ * so that two CPUs never write one cache line (false sharing): 64 bytes on
+ * x86-64 (its line size); 128 on aarch64, where some cores have 128-byte
+ * lines (Cavium ThunderX, Apple M-series; Linux's arm64 port aligns DMA
+ * buffers to 128 for them). Neoverse cores have 64-byte lines, for which
+ * 128 costs only memory; Fujitsu A64FX's 256-byte lines are not covered.
+ * docs/PLATFORMS.md says the same for users. */
+#if defined(__aarch64__)
+#define CIRCUIT_CACHELINE 128
+#else
+#define CIRCUIT_CACHELINE 64
+#endif
+
 /* A 16-byte word, changed only as a whole by circuit__cas128. */
 typedef struct circuit__u128 {
     uint64_t lo, hi;
@@ -85,10 +99,6 @@ static inline uint64_t circuit__ld_rlx(const uint64_t *p)
 static inline uint64_t circuit__ld_acq(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-static inline uint64_t circuit__ld_sc(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
 static inline void circuit__st_rlx(uint64_t *p, uint64_t v)
 {
@@ -120,11 +130,6 @@ static inline bool circuit__cas_acq_rel(uint64_t *p, uint64_t *expected, uint64_
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
 }
-static inline bool circuit__cas_sc(uint64_t *p, uint64_t *expected, uint64_t desired)
-{
-    return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
 static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
     return __atomic_fetch_add(p, d, __ATOMIC_RELAXED);
@@ -134,28 +139,32 @@ static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
     return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
 }
 /* A full fence: orders every earlier access before every later one,
- * store -> load included. Each use names the (store, load) pair it orders. */
+ * store -> load included. Each use names the (store, load) pair it orders.
+ *
+ * The TSan build runs this very fence (L7). TSan does not model fences: it
+ * draws no happens-before edge through one (gcc says so with -Wtsan, hence
+ * the pragma). Nothing needs one here: every use sits in a Dekker pair
+ * "store A; fence; load B" against "store B; fence; load A" whose stores are
+ * release or stronger and whose loads are acquire or stronger, so whenever
+ * one side reads what the other stored, that load and store make the edge
+ * themselves, and TSan sees it. A seq_cst fence gives C11 a further edge
+ * only through a RELAXED access (fence; relaxed store -> relaxed load;
+ * fence), and no use relies on such a pair; a code change that did would
+ * show up as a TSan report, since no edge is drawn for it. (The TSan build
+ * used to replace the fence by a seq_cst add on one process-wide word,
+ * which made every fence_sc call a release/acquire pair with every other,
+ * and so could hide a missing edge; tests/stress/fence_canary.c shows that
+ * it no longer can.) */
 static inline void circuit__fence_sc(void)
 {
-#ifdef CIRCUIT__TSAN
-    /* TSan does not model fences (gcc warns -Wtsan): a seq_cst RMW on a
-     * private word is a full barrier on x86-64, the only TSan target, and
-     * is what TSan can see. The release builds use the fence itself. */
-    static uint64_t circuit__fence_word;
-    __atomic_fetch_add(&circuit__fence_word, 0, __ATOMIC_SEQ_CST);
+#if defined(CIRCUIT__TSAN) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#pragma GCC diagnostic pop
 #else
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
-}
-
-/* Pointers (the deliverer's list head is private; these are for the rest). */
-static inline void *circuit__ldp_rlx(void *const *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-static inline void circuit__stp_rlx(void **p, void *v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
 /* ---- 16-byte ------------------------------------------------------------ */

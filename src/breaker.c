@@ -210,15 +210,26 @@ bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u12
 
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
 {
-    /* relaxed: gen64 is a lower bound of the generations made, within 2^30
-     * of any tag still in use */
+    /* relaxed: gen64 is only a reference point near the tag's generation,
+     * whichever transition it was last raised by */
     uint64_t base = circuit__ld_rlx((uint64_t *)(uintptr_t)&b->gen64);
-    return base + ((tag - (base & CIRCUIT__GEN_MASK)) & CIRCUIT__GEN_MASK);
+    /* The tag's distance from the base is SIGNED. The base may lag the tag
+     * (a transition made and gen64 not yet raised by its maker) or lead it
+     * (the word was read, then others made transitions and raised gen64:
+     * get_stats after its read, a transition computed from a stale word).
+     * Either way the distance is far below 2^29 (it would take 2^29
+     * transitions while one thread holds the word), so the nearest
+     * generation with this tag is the word's. An unsigned distance turned
+     * a base one ahead into tag + 2^30 (M1, B3). */
+    uint64_t d = (tag - base) & CIRCUIT__GEN_MASK;
+    if (d > (CIRCUIT__GEN_MASK >> 1))
+        return base - ((CIRCUIT__GEN_MASK + 1) - d); /* behind the base */
+    return base + d;
 }
 
 static void gen64_raise(circuit_breaker *b, uint64_t g)
 {
-    uint64_t cur = circuit__ld_rlx(&b->gen64);
+    uint64_t cur = circuit__ld_rlx(&b->gen64); /* relaxed: table gen64 */
     /* relaxed: a monotonic maximum, read only to widen tags */
     while (cur < g && !circuit__cas_rlx(&b->gen64, &cur, g))
         ;
@@ -243,6 +254,7 @@ static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen,
     uint64_t want = ((uint64_t)gen << 32) | k;
     uint64_t v = circuit__ld_acq(&b->half_reopens); /* acquire: before the check */
     while (v != want) {
+        /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         /* acquire on failure: the value returned is checked again */
@@ -283,7 +295,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     }
     case CIRCUIT_HALF_OPEN:
         if (!half_reopens_set(b, c->lo, g1, circuit__lo31(c->lo))) {
-            *c = circuit__ld128_acq(&b->core);
+            *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0), 0};
@@ -327,7 +339,7 @@ static inline void reject(circuit_breaker *b, circuit__ticket *tk, circuit_rejec
 {
     if (rej)
         *rej = (circuit_rejection){st, left};
-    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_REJECTED));
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_REJECTED)); /* relaxed: table ticket status */
     circuit__total_add(b, CIRCUIT__T_REJECTED);
 }
 
@@ -414,6 +426,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
             slot = 0;
             reuse = slot0.reuse;
             slot0.held = false;
+            /* acquire: T6, the state may have moved on */
             if (circuit__gen(circuit__ld128_lo_acq(&b->core)) != gen) {
                 /* The state moved on while we were stopped (T6): give the
                  * slot back and decide again in the new state. */
@@ -425,6 +438,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         } else {
             circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
             if (a == CIRCUIT__STALE) {
+                /* acquire: decide again from the new state */
                 seen = circuit__ld128_lo_acq(&b->core);
                 now = circuit__now(); /* the state moved on: decide as of now */
                 continue;
@@ -462,7 +476,7 @@ static inline circuit_outcome ask_classify(circuit_breaker *b, void *call_ctx, i
 static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now,
                          bool have_now)
 {
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     ck_backoff_t backoff = CAS_BACKOFF_FIRST;
     for (;;) {
         if (circuit__gen(c.lo) != tk->gen)
@@ -587,6 +601,7 @@ bool circuit_done(circuit_ticket *t, int result)
 
     bool counted;
     if (o == CIRCUIT_IGNORED) {
+        /* acquire: table core */
         counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == tk->gen;
         circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
     } else {
@@ -605,7 +620,7 @@ bool circuit_done(circuit_ticket *t, int result)
 void circuit_release(circuit_ticket *t)
 {
     circuit__ticket *tk = tk_of(t, "circuit_release");
-    uint64_t st = circuit__ld_rlx(&tk->status);
+    uint64_t st = circuit__ld_rlx(&tk->status); /* relaxed: table ticket status */
     if (st == 0)
         return; /* blank (CIRCUIT_TICKET_INIT) */
     if ((st & ~UINT64_C(0xff)) != CIRCUIT__TICKET_MAGIC ||
@@ -631,10 +646,10 @@ void circuit_release(circuit_ticket *t)
     circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
 }
 
-void circuit_ticket_guard_release(circuit_ticket *t)
-{
-    circuit_release(t);
-}
+/* The 0.1/0.2 guard's name for circuit_release (circuit.h): one function,
+ * two exported symbols, no second body. */
+extern __typeof__(circuit_release) circuit_ticket_guard_release
+    __attribute__((alias("circuit_release")));
 
 /* ---- operator control (SPEC OP1-OP3) ------------------------------------------ */
 
@@ -707,7 +722,7 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
                               int64_t timed_out)
 {
     check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     if (circuit__fast(c.lo))
         circuit__fold(b, &c);
     unsigned st = circuit__st(c.lo);
@@ -733,19 +748,20 @@ size_t circuit_test_footprint(const circuit_breaker *b)
 int64_t circuit_test_pending(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_pending");
+    /* relaxed: a test looks at a hint */
     return (int64_t)circuit__ld_rlx((uint64_t *)(uintptr_t)&b->pending);
 }
 
 bool circuit_test_fast_mode(const circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fast_mode");
-    return circuit__fast(circuit__ld128_lo_acq(&b->core));
+    return circuit__fast(circuit__ld128_lo_acq(&b->core)); /* acquire: table core */
 }
 
 bool circuit_test_fold(circuit_breaker *b)
 {
     check_breaker(b, "circuit_test_fold");
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     return circuit__fast(c.lo) && circuit__fold(b, &c);
 }
 

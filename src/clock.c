@@ -7,13 +7,18 @@
 
 #include "internal.h"
 
-#ifndef CIRCUIT_TESTING
-
-int64_t circuit__now(void)
+static int64_t monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#ifndef CIRCUIT_TESTING
+
+int64_t circuit__now(void)
+{
+    return monotonic_ns();
 }
 
 #else
@@ -23,17 +28,10 @@ static uint64_t test_real;              /* 1: read CLOCK_MONOTONIC */
 static circuit_test_hook_fn test_hook;
 static void *test_hook_arg;
 
-static int64_t real_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int64_t circuit__now(void)
 {
     if (__atomic_load_n(&test_real, __ATOMIC_ACQUIRE))
-        return real_now();
+        return monotonic_ns();
     return (int64_t)__atomic_load_n(&test_now, __ATOMIC_ACQUIRE);
 }
 
@@ -74,6 +72,18 @@ void circuit__test_count_core_cas(void)
 uint64_t circuit_test_core_cas_attempts(void)
 {
     return __atomic_load_n(&test_core_cas, __ATOMIC_RELAXED);
+}
+
+static uint64_t test_stats_passes;
+
+void circuit__test_count_stats_pass(void)
+{
+    __atomic_fetch_add(&test_stats_passes, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t circuit_test_stats_passes(void)
+{
+    return __atomic_load_n(&test_stats_passes, __ATOMIC_RELAXED);
 }
 
 void circuit__test_hook(circuit_test_point p)

@@ -73,7 +73,7 @@ _Static_assert(CIRCUIT_TRANSITION_POOL >= 1 && CIRCUIT_TRANSITION_POOL < 64,
 
 static circuit__node *node_get(circuit_breaker *b)
 {
-    uint64_t w = circuit__ld_rlx(&b->pool_free);
+    uint64_t w = circuit__ld_rlx(&b->pool_free); /* relaxed: the CAS below decides */
     while (w) {
         int i = __builtin_ctzll(w);
         /* acquire: our writes into the record follow the deliverer's last
@@ -99,7 +99,7 @@ static void node_put(circuit_breaker *b, circuit__node *n)
         return;
     }
     uint64_t bit = UINT64_C(1) << n->pool_index;
-    uint64_t w = circuit__ld_rlx(&b->pool_free);
+    uint64_t w = circuit__ld_rlx(&b->pool_free); /* relaxed: the CAS below decides */
     /* release: our reads of the record come before its next owner's writes */
     while (!circuit__cas_rel(&b->pool_free, &w, w | bit))
         ;

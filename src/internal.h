@@ -40,8 +40,12 @@
  * Generation tags are 30 bits: a ticket would be confused with a later
  * generation only after 2^30 transitions while it is outstanding (each open
  * period lasts at least open_for, so at 1 ms per cycle that is over 12
- * days). The 64-bit generations given to observe and open_for are rebuilt
- * from the tag and `gen64`, the latest 64-bit generation published.
+ * days). The 64-bit generations given to observe and open_for, and reported
+ * by get_stats, are rebuilt from the tag and `gen64`, the latest 64-bit
+ * generation published, as the generation with that tag NEAREST to gen64
+ * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
+ * maker has not raised it yet) or ahead of it (others made transitions
+ * since the word was read), by far less than 2^29 either way.
  */
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H
@@ -53,6 +57,7 @@
 
 #include "atomics.h"
 #include "circuit.h"
+#include "message.h"
 
 #ifdef CIRCUIT_TESTING
 #include "testing.h"
@@ -153,6 +158,69 @@ enum circuit__total {
 };
 
 /* ---- the breaker --------------------------------------------------------- */
+/*
+ * CONCURRENCY TABLE: every field more than one thread touches, who writes
+ * it, who reads it, with which order, and what that order pairs with. A
+ * call site's comment names its reason in a few words or points here
+ * ("table: <field>"); tests/check_atomics.py holds every site to that.
+ * Fields not listed are written by circuit_new before the breaker is shared
+ * and only read afterwards (plain loads: the caller's hand-off of the
+ * pointer orders them), or are private to the delivery role.
+ *
+ * field          writers (order)                    readers (order)            pairs with / why
+ * -------------  ---------------------------------  -------------------------  ------------------------------------
+ * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what was
+ *  (state word)  (cas128_sc): counts, transitions,  ld128_lo_acq                prepared before it (per-CPU records
+ *                folds, entries, timeouts                                      of fast X, slot 0, half_reopens, ring
+ *                                                                              records); readers acquire it. Every
+ *                                                                              "read X, check core, CAS X" reads X
+ *                                                                              with acquire so the check follows it
+ * gen64          transition maker after its CAS     gen_widen (rlx)            none: a reference point within 2^29
+ *                (cas_rlx, a running maximum)                                  of every tag in use; orders nothing
+ * half_reopens   open -> half-open maker, before    half-open -> open maker    the core CAS into gen publishes it
+ *  {gen, n}      its core CAS (cas_acq, read-check-  (ld_acq)                  (release); the reader's acquire load
+ *                CAS)                                                          follows its acquire of core
+ * probe_hint     admissions, slot 0 (cas128_sc,     process_timeouts,          Dekker with probe_scans: admission
+ *  {due, ver}    version bump); scans (cas128_sc    hint_note (ld128_acq,      stores its slot record, fence_sc,
+ *                raise from the value read)         ld128_lo_acq)              loads probe_scans + hint; a scan
+ * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
+ *                                                                              the records: one sees the other
+ * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
+ *  {tag, due}    slot_free, scans (cas128_sc)       reserve (ld128_acq)        ("read X, check, CAS X"); the winner
+ *                                                                              of the not-busy CAS frees the bit
+ * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
+ *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
+ *                                                   a count for stats)         owner (acquire CAS)
+ * ring[]         ring_write (cas_acq: the failed    append (ld_acq, then the   the writer's next core CAS (release)
+ *  (window)      CAS's value is re-checked),        caller re-checks core)     publishes a record to the evicter a
+ *                ring_clear (cas_rlx)                                          lap later (acquire of core)
+ * pcpu[].fast    fast_success (cas_rlx), fold's     fold (ld_acq, then rlx     a seal is an RMW on the record:
+ *  {sealed,id,n} seal and enter's prepare (cas_acq) sum after the seal),       coherence orders counts and seals;
+ *                                                   fast_pending (ld_acq)      enter's prepare is published by the
+ *                                                                              core CAS to fast X (release)
+ * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_acq)         none for the count (RMW keeps it
+ *  (M1)                                                                        exact); the acquire loads keep the
+ *                                                                              sum before get_stats' second look
+ * folded         fold's ledger_add (cas128_sc, only get_stats, ledger_add     once per fast interval, keyed by
+ *  {key, sum}    while core is still fast X)        (ld128_acq)                {gen, id}; acquire: before the check
+ * next_id        enter_fast (faa_rlx)               -                          none: uniqueness only
+ * transitions    transition maker (faa_rlx)         get_stats (ld_rlx)         none: a total
+ * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
+ * pending        publish (faa_rlx +1), deliverer    finish_call, allow         a hint only: a publisher delivers
+ *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
+ * delivering     deliverer: cas_acq 0 -> 1,         -                          the role: release store -> the next
+ *                st_rel 1 -> 0                                                 holder's acquire CAS (held, next_gen)
+ *                                                                              Dekker with the stack: fence_sc
+ * stack          publish (cds_lfs_push)             deliverer (pop_all)        liburcu's own orders; TSan marks
+ *                                                                              (tsan_release/acquire) on the record
+ * pool_free      publisher takes a bit (cas_acq),   node_get / node_put        the deliverer's release hands the
+ *                deliverer returns it (cas_rel)     (ld_rlx: the CAS decides)  record to the next publisher
+ * ticket status  circuit_allow fills (st_rlx);      done, release (ld_rlx)     closed ticket: one settler, no
+ *  (caller's     closed done/release (st_rlx);                                 arbitration (T5); probe ticket:
+ *  circuit_      probe done/release (cas_acq_rel)                              acq_rel CAS, exactly one wins and
+ *  ticket)                                                                     frees the slot; moving a ticket
+ *                                                                              between threads is the caller's
+ */
 struct circuit_breaker {
     /* read-only after circuit_new */
     uint64_t magic;
@@ -259,7 +327,6 @@ static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f
     circuit__cb_enter(&name, (b), (what))
 
 /* ---- shared functions ----------------------------------------------------- */
-__attribute__((noreturn, format(printf, 1, 2))) void circuit__abort(const char *fmt, ...);
 /* Checks the config (CFG1) and, if the policy has one, asks policy->check
  * (K1); on EINVAL writes CFG2's single message naming every bad field and
  * the policy's complaint. config.c. */
@@ -282,7 +349,11 @@ bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u12
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
 
 /* window.c */
+/* The counts of the state in word c; in the fast mode they add the per-CPU
+ * records of its interval (read here), or `pending` successes for _with. */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
+void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t pending,
+                          circuit_counts *out);
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
 void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
@@ -370,6 +441,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total wh
 #ifdef CIRCUIT_TESTING
 void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
+void circuit__test_count_stats_pass(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)

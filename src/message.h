@@ -1,10 +1,14 @@
 /*
- * The one error-message builder and the one abort path, shared by the core's
- * validation (config.c, which defines them) and the presets (presets.c).
+ * Text the library writes: one bounded text buffer (snprintf's contract),
+ * the error-message builder on top of it, the shortest round-trip decimal
+ * of a double, and the one abort path. Defined in message.c; used by the
+ * core's validation (config.c), the presets (presets.c) and the Prometheus
+ * formatter (prometheus.c). The lowest floor of src/: it calls nothing else
+ * of the library.
  *
  * SPDX-License-Identifier: MIT
  *
- * Messages have one shape everywhere (SPEC CFG2):
+ * Messages have one shape everywhere (CFG2):
  *     invalid <what>: <clause>; <clause>; ...
  * each clause naming one bad field, the value given and its bound, e.g.
  *     invalid circuit_config: window = 0 (must be 1..65536); probes = 0 (must be 1..65536)
@@ -15,16 +19,34 @@
 #ifndef CIRCUIT_MESSAGE_H
 #define CIRCUIT_MESSAGE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
-/* A message being written straight into the caller's buffer. The text is
- * kept NUL-terminated and truncated to len - 1 bytes (buf may be NULL or
- * len 0: nothing is written); `used` counts what the full text needs. */
-typedef struct circuit__msg {
+/* Text written straight into a caller's buffer, as snprintf does: kept
+ * NUL-terminated and truncated to len - 1 bytes (buf may be NULL or len 0:
+ * nothing is written); `used` counts what the full text needs, so the
+ * caller can return it. The fields are in this order so that
+ * `{buf, len, 0}` starts one. */
+typedef struct circuit__text {
     char  *buf;
     size_t len;
     size_t used;
-    int    clauses; /* clauses added so far: > 0 means "something was invalid" */
+} circuit__text;
+
+/* Appends n bytes of s. */
+void circuit__text_put(circuit__text *t, const char *s, size_t n);
+/* Appends the NUL-terminated s. */
+void circuit__text_str(circuit__text *t, const char *s);
+/* Appends printf-formatted text. */
+__attribute__((format(printf, 2, 3))) void circuit__text_fmt(circuit__text *t, const char *fmt,
+                                                             ...);
+__attribute__((format(printf, 2, 0))) void circuit__text_vfmt(circuit__text *t, const char *fmt,
+                                                              va_list ap);
+
+/* An error message being built: "invalid <what>:" and its clauses. */
+typedef struct circuit__msg {
+    circuit__text text;
+    int clauses; /* clauses added so far: > 0 means "something was invalid" */
 } circuit__msg;
 
 /* Starts "invalid <what>:" in buf. */
@@ -45,8 +67,7 @@ int circuit__msg_end(circuit__msg *m);
 void circuit__format_double(char *buf, size_t len, double v);
 
 /* Prints "libcircuit: <message>" and a newline on stderr in one write (so the
- * line cannot interleave with other threads' output) and calls abort().
- * Also declared in internal.h for the core's files. */
+ * line cannot interleave with other threads' output) and calls abort(). */
 __attribute__((noreturn, format(printf, 1, 2))) void circuit__abort(const char *fmt, ...);
 
 #endif /* CIRCUIT_MESSAGE_H */

@@ -58,7 +58,12 @@
  * CASed with (at least) release, so whoever reads "fast X" sees every record
  * already prepared for X (a fold that saw a record from before the
  * preparation would think the fold was over), and a preparer's record CAS
- * cannot be made before its check of the word.
+ * cannot be made before its check of the word. A record written after a
+ * check of the word (an entry's reset, a fold's seal of a foreign record)
+ * is a RELEASE and every record load an ACQUIRE, so a thread that reads
+ * such a record also sees the word its writer checked: this is what keeps
+ * a stale entry's check from passing on an old slow word (the orders
+ * tests/model/spin/README.md asks for under "Fold").
  *
  * Bounded ids: an id is 31 bits, so a thread stopped between reading the
  * word and its record CAS for 2^31 later fast intervals could count into
@@ -101,7 +106,8 @@ circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo)
         if ((v & FAST_SEALED) || fast_id(v) != id || fast_count(v) == FAST_COUNT_MAX)
             return CIRCUIT__FAST_NO;
         /* relaxed: the fold's seal is an RMW on this record and so sees
-         * this count or makes this CAS fail; nothing else is published */
+         * this count or makes this CAS fail; nothing else is published (as
+         * an RMW it continues the release sequence of the entry's reset) */
         if (circuit__cas_rlx(rec, &v, v + 1))
             return CIRCUIT__FAST_COUNTED;
     }
@@ -151,14 +157,22 @@ bool circuit__fold(circuit_breaker *b, circuit__u128 *c)
              * live record. */
             if (circuit__ld128_lo_acq(&b->core) != c->lo)
                 goto moved;
-            if (circuit__cas_acq(rec, &v, fast_make(id, 0) | FAST_SEALED))
+            /* release: like an entry's reset (below), this write follows a
+             * check of the word, which whoever reads the record with acquire
+             * must see; acquire on failure: the value is looked at again */
+            if (circuit__cas_acq_rel(rec, &v, fast_make(id, 0) | FAST_SEALED))
                 break;
         }
     }
     CIRCUIT__HOOK(CIRCUIT_TP_FOLD_SEALED);
     /* 2. sum: every record is now {sealed, id} unless the fold is over */
     for (uint32_t i = 0; i < b->ncpu; i++) {
-        uint64_t v = circuit__ld_rlx(&b->pcpu[i].fast); /* after our seal: coherence */
+        /* acquire: a record found reset for a later interval (someone
+         * finished this fold) synchronizes with that reset, so the word read
+         * next is at least the one the resetting entry saw, never the old
+         * fast word again (liveness; tests/model/spin/README.md, "Fold").
+         * The value itself is our seal's or later (coherence). */
+        uint64_t v = circuit__ld_acq(&b->pcpu[i].fast);
         if (!(v & FAST_SEALED) || fast_id(v) != id)
             goto moved; /* prepared for a later interval: someone finished */
         sum += fast_count(v);
@@ -185,7 +199,7 @@ bool circuit__fold(circuit_breaker *b, circuit__u128 *c)
         }
     }
 moved:
-    *c = circuit__ld128_acq(&b->core);
+    *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
     return false;
 }
 
@@ -210,8 +224,17 @@ bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slo
                 *c = circuit__ld128_acq(&b->core);
                 return false;
             }
-            /* acquire on failure: the value returned is checked again */
-            if (circuit__cas_acq(rec, &v, fast_make(id, 0)))
+            /* RELEASE on success: the reset publishes the check above with
+             * it. A stale entry (or fold) that later reads this record, or a
+             * count made on top of it (the count CAS is an RMW, so it
+             * continues the reset's release sequence), with acquire then sees
+             * the word this entry checked, and its own check of the word
+             * fails instead of passing on an older slow word and wiping
+             * counted successes (tests/model/spin/README.md, "Fold"; C11
+             * allows that outcome with an acquire-only reset even where the
+             * CPU does not, L7). Acquire on failure: the value returned is
+             * checked again. */
+            if (circuit__cas_acq_rel(rec, &v, fast_make(id, 0)))
                 break;
         }
     }

@@ -106,7 +106,7 @@ static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
 {
     uint64_t *word = &b->bitmap[slot / 32u];
     uint64_t mask = UINT64_C(1) << (slot % 32u);
-    uint64_t w = circuit__ld_acq(word);
+    uint64_t w = circuit__ld_acq(word); /* acquire: table bitmap */
     /* release: the slot record was made not-busy before its bit is freed,
      * so the next owner of the bit sees that record */
     while (bm_gen(w) == gen && (w & mask)) {
@@ -138,11 +138,13 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
             *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
             break;
         }
+        /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
         circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
         hint_lower(b, due);
+        /* sc: table slots */
         if (circuit__cas128_sc(s, &cur, nw)) {
             *reuse = slot_reuse(nw.lo);
             break;
@@ -152,6 +154,7 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
     for (;;) {
         if (bm_gen(w) == gen)
             return true;
+        /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         /* acquire on failure: re-checked; the transition CAS that follows
@@ -176,6 +179,7 @@ static bool slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t
             return false;
         uint32_t r = slot_reuse(cur.lo) + 1;
         circuit__u128 nw = {slot_tag(gen, r), (uint64_t)due};
+        /* sc: table slots */
         if (circuit__cas128_sc(s, &cur, nw)) {
             *reuse = r;
             return true;
@@ -190,13 +194,14 @@ static bool slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t 
 {
     circuit__u128 *s = &b->slots[slot];
     uint64_t tag = slot_tag(gen, reuse);
-    circuit__u128 cur = circuit__ld128_acq(s);
+    circuit__u128 cur = circuit__ld128_acq(s); /* acquire: table slots */
     for (;;) {
         if (cur.lo != tag)
             return false; /* timed out, or already freed */
         if (unless_due && (int64_t)cur.hi <= now)
             return false; /* its timeout fell due: the next allow/done counts it */
         circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
+        /* sc: table slots */
         if (circuit__cas128_sc(s, &cur, nw)) {
             bit_clear(b, slot, gen);
             return true;
@@ -223,7 +228,7 @@ static void hint_lower(circuit_breaker *b, int64_t due)
     for (;;) {
         uint64_t d = (int64_t)cur.lo < due ? cur.lo : (uint64_t)due;
         circuit__u128 nw = {d, cur.hi + 1};
-        if (circuit__cas128_sc(&b->probe_hint, &cur, nw))
+        if (circuit__cas128_sc(&b->probe_hint, &cur, nw)) /* sc: table probe_hint */
             return;
     }
 }
@@ -320,7 +325,7 @@ static bool count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *c
                 return true;
             }
         } else if (circuit__core_cas(b, &c, n)) {
-            circuit__faa_rlx(&b->timed_out, 1);
+            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
             return false;
         }
     }
@@ -332,9 +337,9 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
 
 static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
 {
-    if ((int64_t)circuit__ld128_lo_acq(&b->probe_hint) > now)
+    if ((int64_t)circuit__ld128_lo_acq(&b->probe_hint) > now) /* acquire: table probe_hint */
         return false; /* nothing can be due yet: the common case */
-    circuit__faa_sc(&b->probe_scans, 1);
+    circuit__faa_sc(&b->probe_scans, 1); /* sc: Dekker with hint_note, table probe_scans */
     /* Dekker pair with hint_note: (our probe_scans increment, our slot
      * record loads) vs (its slot record store, its probe_scans load) */
     circuit__fence_sc();
@@ -346,7 +351,7 @@ static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, v
 static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx)
 {
     for (;;) {
-        circuit__u128 h0 = circuit__ld128_acq(&b->probe_hint);
+        circuit__u128 h0 = circuit__ld128_acq(&b->probe_hint); /* acquire: table probe_hint */
         if ((int64_t)h0.lo > now)
             return false;
 
@@ -362,7 +367,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
             while (bits) {
                 uint32_t slot = i * 32u + (uint32_t)__builtin_ctz(bits);
                 bits &= bits - 1;
-                circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]);
+                circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
                 if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
                     continue;
                 int64_t due = (int64_t)sv.hi;
@@ -394,7 +399,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
         for (int k = 0; k < n; k++) {
             circuit__u128 cur = {batch[k].tag, (uint64_t)batch[k].due};
             circuit__u128 freed = {batch[k].tag & ~SLOT_BUSY, (uint64_t)batch[k].due};
-            if (!circuit__cas128_sc(&b->slots[batch[k].slot], &cur, freed))
+            if (!circuit__cas128_sc(&b->slots[batch[k].slot], &cur, freed)) /* sc: table slots */
                 continue; /* settled or timed out by another thread */
             bit_clear(b, batch[k].slot, gen);
             if (count_timeout(b, gen, batch[k].due, call_ctx))
@@ -416,7 +421,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0)
 {
     for (;;) {
-        circuit__u128 c = circuit__ld128_acq(&b->core);
+        circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
         unsigned st = circuit__st(c.lo);
         if (st == CIRCUIT__ST_OPEN) {
             if (!circuit__open_over(c.hi, now))

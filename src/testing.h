@@ -36,6 +36,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_FOLD_MID_SUM,          /* fold: in the middle of the sum, before the word CAS */
     CIRCUIT_TP_ENTRY_BEFORE_CAS,      /* fast-mode entry: records prepared, before the word CAS */
     CIRCUIT_TP_OPERATOR_BEFORE_CAS,   /* isolate/reset: decided, before the transition CAS */
+    CIRCUIT_TP_STATS_READ,            /* get_stats: the word read and checked, before the
+                                       * 64-bit generation is rebuilt from its tag */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
@@ -60,6 +62,11 @@ int64_t circuit_test_pending(const circuit_breaker *b);
 /* CAS attempts on any breaker's state word since the process started (all
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
+
+/* Passes circuit_get_stats made over the per-CPU lines since the process
+ * started (all breakers, all threads): one per call unless a read has to
+ * start again (the M1 bounded-read test). */
+uint64_t circuit_test_stats_passes(void);
 
 /* True while the breaker is in the per-CPU fast mode (closed, no failure in
  * the window, SPEC L6). */

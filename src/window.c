@@ -119,15 +119,20 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
 
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
 {
+    circuit__counts_with(b, c, circuit__fast(c.lo) ? circuit__fast_pending(b, c.lo) : 0, out);
+}
+
+void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t add,
+                          circuit_counts *out)
+{
     unsigned st = circuit__st(c.lo);
     if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED) {
         *out = (circuit_counts){0, 0, 0, 0, 0};
         return;
     }
     if (circuit__fast(c.lo)) {
-        /* fast mode: the counts as of the interval's start plus the
+        /* fast mode: the counts as of the interval's start plus `add`, the
          * successes the per-CPU records hold (read, not folded) */
-        uint64_t add = circuit__fast_pending(b, c.lo);
         uint64_t seq = circuit__fhi_seq(c.hi);
         bool full = (c.hi & CIRCUIT__FHI_FULL) || seq + add >= b->window;
         uint64_t run = circuit__fhi_run(c.hi) + add;

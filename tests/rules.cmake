@@ -1,4 +1,4 @@
-# The rule-id check (docs/CONTRACT.md, issue 13 item 2). Included by
+# The rule-id check (docs/CONTRACT.md). Included by
 # tests/CMakeLists.txt.
 #
 #   rule_ids           every rule id cited in include/, src/, tests/ or

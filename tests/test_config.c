@@ -565,10 +565,38 @@ Test(config, CFG4_release_of_garbage_ticket_aborts, .signal = SIGABRT)
     unfilled_ticket(garbage(1, 0x77));
 }
 
+/* A blank ticket (CIRCUIT_TICKET_INIT), released or left by its guard before
+ * any allow: the ticket keeps its blank bytes, no total moves, no callback
+ * runs, and the ticket is still usable by circuit_allow afterwards. */
 Test(config, CFG4_release_of_blank_ticket_does_nothing)
 {
+    static const circuit_ticket blank = CIRCUIT_TICKET_INIT;
+    fx f;
+    fx_new(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    circuit_stats before, after;
+    circuit_get_stats(f.b, &before);
+
     circuit_ticket t = CIRCUIT_TICKET_INIT;
     circuit_release(&t);
     circuit_release(&t);
+    cr_assert(memcmp(&t, &blank, sizeof t) == 0, "release wrote into a blank ticket");
+    circuit_ticket_guard_release(&t); /* the 0.1/0.2 guard's name for release */
+    cr_assert(memcmp(&t, &blank, sizeof t) == 0, "the guard wrote into a blank ticket");
     { CIRCUIT_TICKET_GUARD(g); (void)g; } /* a guard left before allow */
+
+    circuit_get_stats(f.b, &after);
+    cr_assert_eq(after.released, before.released, "a blank release counted as released");
+    cr_assert_eq(after.admitted, before.admitted);
+    cr_assert_eq(after.rejected, before.rejected);
+    cr_assert_eq(after.late, before.late);
+    cr_assert_eq(after.generation, before.generation);
+    cr_assert_eq(f.c.calls, 0, "classify ran for a blank ticket");
+    cr_assert_eq(f.log.n, 0, "a transition was delivered");
+
+    /* still a usable blank: allow fills it, release settles it once */
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+    circuit_release(&t);
+    circuit_get_stats(f.b, &after);
+    cr_assert_eq(after.released, before.released + 1);
+    fx_free(&f);
 }

@@ -1,5 +1,5 @@
 /*
- * Memory per breaker at scale (SPEC L5, issue 13 item 1): a proxy keeps one
+ * Memory per breaker at scale (SPEC L5): a proxy keeps one
  * breaker per upstream host, so 100 000 breakers in one process is ordinary.
  *
  * The test builds 100 000 breakers of (window 64, probes 1), runs a little
@@ -158,7 +158,7 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
         assert_held(what, after.bytes - before.bytes, after.blocks - before.blocks, foot);
         cr_assert_leq(foot, max, "%s: footprint %zu bytes > CIRCUIT_FOOTPRINT_MAX %zu", what,
                       foot, max);
-        if (w == 64 && p == 1) /* issue 13: at most 1 536 bytes plus 64 per CPU */
+        if (w == 64 && p == 1) /* at most 1 536 bytes plus 64 per CPU (L5) */
             cr_assert_leq(max, (size_t)1536 + 64u * (size_t)n,
                           "CIRCUIT_FOOTPRINT_MAX(64, 1, %d) = %zu, above 1536 + 64 * %d", n, max, n);
         circuit_free(b);

@@ -10,10 +10,11 @@
  * that this test cannot pass by running something that accepts anything.
  *
  * A plain program (not Criterion): it also runs in the TSan build.
- * Exit 0: pass; 1: fail; 77: skipped (promtool is not installed; CI installs
- * it, see .ci/run). `PROMTOOL` in the environment overrides the program.
+ * Exit 0: pass; 1: fail (also when promtool is missing under CI=true, which
+ * .ci/run sets); 77: skipped (promtool is not installed, outside CI). `PROMTOOL` in the environment overrides the program.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,14 @@
 
 #include "circuit.h"
 #include "circuit_prometheus.h"
+
+/* CI (CI=true, as .ci/run sets it) must run the check: a missing promtool
+ * fails there instead of skipping. */
+static bool in_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && *ci && strcmp(ci, "false") != 0 && strcmp(ci, "0") != 0;
+}
 
 static const char *promtool(void)
 {
@@ -132,7 +141,15 @@ int main(void)
     char probe_out[256];
     int rc = run_promtool("", probe_out, sizeof probe_out);
     if (rc == 127 || rc == -1) {
-        printf("SKIP: `%s` could not run (install Debian's `prometheus` package)\n", promtool());
+        if (in_ci()) {
+            printf("FAIL: `%s` could not run, and CI=%s: CI must run this check (install "
+                   "Debian's `prometheus` package)\n",
+                   promtool(), getenv("CI"));
+            return 1;
+        }
+        printf("SKIP: `%s` could not run (install Debian's `prometheus` package; under "
+               "CI=true this is a failure)\n",
+               promtool());
         return 77;
     }
 

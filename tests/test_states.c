@@ -1,5 +1,6 @@
 /*
- * SPEC S1-S5: the three states and the moves between them.
+ * SPEC S1-S5: the closed, open and half-open states and the moves between
+ * them (the isolated state of OP1-OP3 is tested in test_operator.c).
  */
 #include "helpers.h"
 

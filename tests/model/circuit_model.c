@@ -1,5 +1,5 @@
 /*
- * circuit_model: the sequential reference model of SPEC.md (see
+ * circuit_model: the sequential reference model of docs/CONTRACT.md (see
  * circuit_model.h). Written to be read, not to be fast: one mutex, plain
  * arrays, linear scans. Every rule it implements is named by its SPEC id.
  *

@@ -1,5 +1,5 @@
 /*
- * circuit_model: the sequential reference model of SPEC.md.
+ * circuit_model: the sequential reference model of docs/CONTRACT.md.
  *
  * SPDX-License-Identifier: MIT
  *

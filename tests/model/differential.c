@@ -1,5 +1,5 @@
 /*
- * differential: the real core against the reference model (issues 4, 10, 12).
+ * differential: the real core against the reference model.
  *
  * SPDX-License-Identifier: MIT
  *

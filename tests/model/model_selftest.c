@@ -1,6 +1,6 @@
 /*
  * model_selftest: the reference model checked on its own, against scenarios
- * worked out by hand from SPEC.md, so that the oracle of the differential
+ * worked out by hand from docs/CONTRACT.md, so that the oracle of the differential
  * test is not trusted blindly. Test names carry the SPEC rule ids.
  *
  * SPDX-License-Identifier: MIT

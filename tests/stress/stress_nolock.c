@@ -1,6 +1,6 @@
 /*
  * stress-nolock: the calls take no lock, start no thread, and do not allocate
- * (issue 4, part 6; SPEC L1, TM1, T7).
+ * (SPEC L1, TM1, T7).
  *
  * SPDX-License-Identifier: MIT
  *

@@ -1,6 +1,6 @@
 /*
  * urcu-canary: the happens-before marks around liburcu's stack matter
- * (issue 4, part 3, optional; SPEC L3, STYLE.md "liburcu 0.13").
+ * (SPEC L3; liburcu 0.13).
  *
  * SPDX-License-Identifier: MIT
  *

@@ -20,7 +20,8 @@
 #                        count per process)
 #
 # Exit 0 = the verdict is the expected one, 1 = it is not (or pan failed to
-# run to a verdict), 77 = spin is not installed (ctest shows a skip).
+# run to a verdict, or spin is missing while CI=true), 77 = spin is not
+# installed outside CI (ctest shows a skip).
 set -euo pipefail
 
 defines=()
@@ -56,7 +57,14 @@ done
 case $expect in ok | error) ;; *) echo "run-spin: --expect ok|error" >&2; exit 1 ;; esac
 [[ -n $model && -f $model ]] || { echo "run-spin: no model file given (or not found): '$model'" >&2; exit 1; }
 if ! command -v "$spin" >/dev/null 2>&1; then
-    echo "run-spin: SKIP: '$spin' not found (Debian: apt-get install spin)"
+    # CI (CI=true, as .ci/run sets it) must run the models: there a missing
+    # spin is a failure, not a skip.
+    case ${CI:-} in
+        "" | false | 0) ;;
+        *) echo "run-spin: FAIL: '$spin' not found and CI=$CI: CI must run the SPIN models (Debian: apt-get install spin)"
+           exit 1 ;;
+    esac
+    echo "run-spin: SKIP: '$spin' not found (Debian: apt-get install spin; under CI=true this is a failure)"
     exit 77
 fi
 
