@@ -989,15 +989,20 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         serve_metrics(txn);
         return TSREMAP_NO_REMAP;
     }
-    txn_state *st = TSmalloc(sizeof *st);
+    /* A transaction remapped again (a followed redirect) keeps its struct and
+     * hooks: the earlier ticket was settled by its 3xx, or is released. */
+    txn_state *st = TSUserArgGet(txn, txn_arg);
+    bool hooked = st != NULL;
+    if (st != NULL)
+        settle(st, 0);
+    else
+        st = TSmalloc(sizeof *st);
     st->r = r;
     st->settled = false;
     st->retry_after_s = 0;
     circuit_rejection rej;
     st->admitted = circuit_allow(r->b, st, &st->ticket, &rej);
-    if (st->admitted) {
-        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
-    } else {
+    if (!st->admitted) {
         /* AT2: answered here; Traffic Server contacts no origin. */
         char text[128];
         int n = circuit_rejection_format(&rej, text, sizeof text - 1);
@@ -1009,8 +1014,11 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_SERVICE_UNAVAILABLE);
         TSHttpTxnErrorBodySet(txn, TSstrdup(text), (size_t)n, TSstrdup("text/plain"));
     }
-    TSUserArgSet(txn, txn_arg, st);
-    TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
-    TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    if (!hooked) {
+        TSUserArgSet(txn, txn_arg, st);
+        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
+        TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
+        TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    }
     return TSREMAP_NO_REMAP;
 }
