@@ -379,7 +379,11 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * First delivers transitions that are pending (unless another thread is
  * delivering), then makes the time-driven changes that fell due (open ->
  * half-open at exactly opened_at + the open period, probe timeouts), then
- * decides. While closed it reads no clock.
+ * decides. While closed it reads no clock. The call that makes open ->
+ * half-open is always admitted, as the first probe of that half-open state,
+ * in the same atomic step as the transition (SPEC S3): even when another
+ * thread's result or the operator moves the breaker on before it returns
+ * (its result is then late, T6).
  *
  * Returns true when admitted: the ticket is live and must be settled by
  * circuit_done or circuit_release. Returns false when rejected: *rej says

@@ -368,13 +368,20 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
     circuit__slot0 slot0 = {false, 0, 0};
     for (;;) {
         circuit__u128 c = circuit__advance(b, now, call_ctx, &slot0);
+        if (slot0.held) {
+            /* S3: this call made open -> half-open; probe slot 0 was
+             * reserved for it (with its due time) before the CAS that made
+             * the state, so it is admitted as the first probe of that
+             * generation even if the state has moved on since (its result
+             * is then late, T6). */
+            CIRCUIT__HOOK(CIRCUIT_TP_SLOT_HELD);
+            fill(tk, b, call_ctx, slot0.gen, 0, slot0.reuse);
+            circuit__total_add(b, CIRCUIT__T_ADMITTED);
+            finish_call(b);
+            return true;
+        }
         unsigned st = circuit__st(c.lo);
         uint32_t gen = circuit__gen(c.lo);
-        if (slot0.held && (st != CIRCUIT__ST_HALF_OPEN || gen != slot0.gen)) {
-            /* The state moved on past the half-open state we opened. */
-            circuit__slot_release(b, 0, slot0.gen, slot0.reuse);
-            slot0.held = false;
-        }
         if (st == CIRCUIT__ST_CLOSED) {
             CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
             fill(tk, b, call_ctx, gen, CIRCUIT__NO_SLOT, 0);
@@ -402,33 +409,17 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
         /* half-open */
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_CAS);
         uint32_t slot, reuse;
-        if (slot0.held) {
-            /* Reserved, with its due time, before the transition was made. */
-            slot = 0;
-            reuse = slot0.reuse;
-            slot0.held = false;
-            /* acquire: T6, the state may have moved on */
-            if (circuit__gen(circuit__ld128_lo_acq(&b->core)) != gen) {
-                /* The state moved on while we were stopped (T6): give the
-                 * slot back and decide again in the new state. */
-                circuit__slot_release(b, 0, gen, reuse);
-                seen = circuit__ld128_lo_acq(&b->core);
-                now = circuit__now();
-                continue;
-            }
-        } else {
-            circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
-            if (a == CIRCUIT__STALE) {
-                /* acquire: decide again from the new state */
-                seen = circuit__ld128_lo_acq(&b->core);
-                now = circuit__now(); /* the state moved on: decide as of now */
-                continue;
-            }
-            if (a == CIRCUIT__FULL) {
-                reject(b, tk, rej, CIRCUIT_HALF_OPEN, 0);
-                finish_call(b);
-                return false;
-            }
+        circuit__admit a = circuit__probe_admit(b, gen, now, &slot, &reuse);
+        if (a == CIRCUIT__STALE) {
+            /* acquire: decide again from the new state */
+            seen = circuit__ld128_lo_acq(&b->core);
+            now = circuit__now(); /* the state moved on: decide as of now */
+            continue;
+        }
+        if (a == CIRCUIT__FULL) {
+            reject(b, tk, rej, CIRCUIT_HALF_OPEN, 0);
+            finish_call(b);
+            return false;
         }
         CIRCUIT__HOOK(CIRCUIT_TP_SLOT_HELD);
         fill(tk, b, call_ctx, gen, slot, reuse);

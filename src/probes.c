@@ -429,13 +429,17 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
             static const circuit_counts zero = {0, 0, 0, 0, 0};
             if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
                                     call_ctx)) {
-                if (slot0 && !slot0->held) {
+                if (slot0) {
+                    /* S3: an allow made the transition, so the reservation
+                     * is its probe slot from the CAS on: it is admitted in
+                     * that same step, whatever other threads do next.
+                     * Return at once (nothing else can be due yet). */
                     slot0->held = true;
                     slot0->gen = g1;
                     slot0->reuse = reuse;
-                } else {
-                    circuit__slot_release(b, 0, g1, reuse);
+                    return c;
                 }
+                circuit__slot_release(b, 0, g1, reuse); /* not a probe */
             }
             continue;
         }

@@ -629,7 +629,7 @@ def main(argv):
     a = ap.parse_args(argv)
 
     if a.quick:
-        durations = [1, 2, 2, 2, 2, 2, 1, 1, 1]
+        durations = [1, 2, 2, 2, 2, 2, 2, 1, 1]
         a.open_for_ms = a.open_for_ms or 500
         a.open_for_max_ms = a.open_for_max_ms or 1500
         a.overhead_rounds = a.overhead_rounds or 2
