@@ -76,11 +76,31 @@ _Static_assert(sizeof(struct circuit_breaker) <= CIRCUIT_FOOTPRINT_FIXED,
                "the fixed part documented at CIRCUIT_FOOTPRINT_MAX");
 _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "one line per CPU");
 
+/* The CPUs configured, read once per process: glibc answers
+ * sysconf(_SC_NPROCESSORS_CONF) by reading /sys/devices/system/cpu, which
+ * was half the cost of building a breaker. Threads that race on the first
+ * call each compute the same value and store it; 0 means not yet known. */
+static uint64_t cpus_cache;
+
 static uint32_t cpus_configured(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_CONF);
-    return n < 1 ? 1u : n > 4096 ? 4096u : (uint32_t)n;
+    /* relaxed: the value is the whole message; every thread that computes
+     * it computes the same number */
+    uint64_t n = circuit__ld_rlx(&cpus_cache);
+    if (n != 0)
+        return (uint32_t)n;
+    long c = sysconf(_SC_NPROCESSORS_CONF);
+    n = c < 1 ? 1u : c > 4096 ? 4096u : (uint64_t)c;
+    circuit__st_rlx(&cpus_cache, n); /* relaxed: see above */
+    return (uint32_t)n;
 }
+
+/* Salts handed to breakers whose spec leaves salt at 0: 1, 2, 3, ... in
+ * the order they are built in this process. */
+static uint64_t salt_next;
+
+/* The frames of the callbacks running on this thread (internal.h). */
+__thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
 
 int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
                 size_t errbuf_len)
@@ -96,8 +116,7 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
         circuit__abort("circuit_new: policy.probe is NULL");
     if (!spec->classify)
         circuit__abort("circuit_new: classify is NULL");
-    if (!spec->observe)
-        circuit__abort("circuit_new: observe is NULL");
+    /* observe may be NULL (CFG4 as amended in 0.3): no observer */
     int rc = circuit__validate(&spec->config, &spec->policy, errbuf, errbuf_len);
     if (rc)
         return rc;
@@ -107,28 +126,29 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     uint32_t words = (probes + 31u) / 32u;
     uint32_t ncpu = cpus_configured();
 
-    circuit_breaker *b = NULL;
-    if (posix_memalign((void **)&b, 64, sizeof *b) != 0)
-        return ENOMEM;
-    memset(b, 0, sizeof *b);
+    /* One block for the whole breaker, carved in this order: the breaker
+     * (a multiple of 64 bytes), the per-CPU lines (64-byte aligned), the
+     * probe slots (16-byte aligned), the window ring and the slot bitmap.
+     * One allocation and one free (0.2 made five). */
+    _Static_assert(sizeof(circuit_breaker) % 64 == 0, "the per-CPU lines stay aligned");
+    _Static_assert(sizeof(circuit__pcpu) % 16 == 0, "the probe slots stay aligned");
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
     size_t bm_bytes = (size_t)words * sizeof(uint64_t);
     size_t pcpu_bytes = (size_t)ncpu * sizeof(circuit__pcpu);
-    if (ring_bytes && !(b->ring = calloc(window, sizeof(uint64_t))))
-        goto nomem;
-    if (posix_memalign((void **)&b->slots, 16, slot_bytes) != 0) {
-        b->slots = NULL;
-        goto nomem;
-    }
-    memset(b->slots, 0, slot_bytes);
-    if (!(b->bitmap = calloc(words, sizeof(uint64_t))))
-        goto nomem;
-    if (posix_memalign((void **)&b->pcpu, 64, pcpu_bytes) != 0) {
-        b->pcpu = NULL;
-        goto nomem;
-    }
-    memset(b->pcpu, 0, pcpu_bytes);
+    size_t total = sizeof(circuit_breaker) + pcpu_bytes + slot_bytes + ring_bytes + bm_bytes;
+    circuit_breaker *b = NULL;
+    if (posix_memalign((void **)&b, 64, total) != 0)
+        return ENOMEM;
+    memset(b, 0, total);
+    char *at = (char *)b + sizeof *b;
+    b->pcpu = (circuit__pcpu *)(void *)at;
+    at += pcpu_bytes;
+    b->slots = (circuit__u128 *)(void *)at;
+    at += slot_bytes;
+    b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
+    at += ring_bytes;
+    b->bitmap = (uint64_t *)(void *)at;
 
     b->cfg = spec->config;
     b->policy = spec->policy;
@@ -138,13 +158,15 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->observe_arg = spec->observe_arg;
     b->open_for = spec->open_for;
     b->open_for_arg = spec->open_for_arg;
+    /* relaxed: only the uniqueness of the value matters, no order */
+    b->salt = spec->salt ? spec->salt : circuit__faa_rlx(&salt_next, 1) + 1;
     b->window = window;
     b->probes = probes;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
     b->bitmap_words = words;
     b->ncpu = ncpu;
-    b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes + pcpu_bytes;
+    b->footprint = total;
     circuit__pcpu_init(b); /* the first fast interval: id 1 */
     circuit__st128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, 0, 1) |
                                                       CIRCUIT__LO_FAST,
@@ -154,14 +176,6 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->magic = CIRCUIT__MAGIC;
     *out = b;
     return 0;
-
-nomem:
-    free(b->pcpu);
-    free(b->bitmap);
-    free(b->slots);
-    free(b->ring);
-    free(b);
-    return ENOMEM;
 }
 
 void circuit_free(circuit_breaker *b)
@@ -169,13 +183,17 @@ void circuit_free(circuit_breaker *b)
     if (!b)
         return;
     check_breaker(b, "circuit_free");
+    /* CFG4 (0.3): freeing a breaker from inside one of its own callbacks
+     * would leave the call that runs the callback reading freed memory. */
+    for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
+        if (f->b == b)
+            circuit__abort("circuit_free: called from inside %s of the same breaker; a breaker "
+                           "cannot be freed by its own callbacks (free it after the call that "
+                           "ran %s has returned)",
+                           f->what, f->what);
     circuit__delivery_destroy(b);
     b->magic = 0;
-    free(b->pcpu);
-    free(b->bitmap);
-    free(b->slots);
-    free(b->ring);
-    free(b);
+    free(b); /* the one block (circuit_new) */
 }
 
 /* ---- the state word -------------------------------------------------------- */
@@ -260,7 +278,8 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         int64_t reopens = st == CIRCUIT__ST_HALF_OPEN ? half_reopens(b, circuit__gen(c->lo)) + 1 : 0;
         int64_t period = b->cfg.open_for_ns;
         if (b->open_for) {
-            circuit_open_info info = {*counts, g64, reopens};
+            circuit_open_info info = {*counts, g64, reopens, b->salt};
+            CIRCUIT__CB_FRAME(frame, b, "open_for");
             period = b->open_for(b->open_for_arg, &info);
             if (period <= 0)
                 circuit__abort("open_for returned %lld ns for generation %llu; it must return "
@@ -431,6 +450,18 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 
 /* ---- counting ----------------------------------------------------------------- */
 
+static bool ask_trip(circuit_breaker *b, const circuit_counts *cnt)
+{
+    CIRCUIT__CB_FRAME(frame, b, "trip");
+    return b->policy.trip(b->policy.arg, cnt);
+}
+
+static inline circuit_outcome ask_classify(circuit_breaker *b, void *call_ctx, int result)
+{
+    CIRCUIT__CB_FRAME(frame, b, "classify");
+    return b->classify(b->classify_arg, call_ctx, result);
+}
+
 /* Counts one success or failure of ticket tk (slow path: through the state
  * word). Returns false when late. */
 static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, int64_t now,
@@ -464,7 +495,7 @@ static bool count_result(circuit_breaker *b, circuit__ticket *tk, bool failure, 
         if (st == CIRCUIT__ST_CLOSED) {
             /* S2 (0.2): trip is asked after a failure, and after a success
              * only when the window held a failure before it */
-            if ((failure || circuit__hi_fail(c.hi) > 0) && b->policy.trip(b->policy.arg, &cnt)) {
+            if ((failure || circuit__hi_fail(c.hi) > 0) && ask_trip(b, &cnt)) {
                 if (!have_now) {
                     now = circuit__now();
                     have_now = true;
@@ -519,7 +550,7 @@ bool circuit_done(circuit_ticket *t, int result)
     /* classify runs while the ticket is still live: if it unwinds (a C++
      * exception, pthread_exit), the caller's guard releases the ticket and
      * frees its probe slot at once (P3). */
-    circuit_outcome o = b->classify(b->classify_arg, tk->call_ctx, result);
+    circuit_outcome o = ask_classify(b, tk->call_ctx, result);
     if (o != CIRCUIT_SUCCESS && o != CIRCUIT_FAILURE && o != CIRCUIT_IGNORED)
         circuit__abort("classify returned an invalid outcome (%d) for result %d; it must "
                        "return CIRCUIT_SUCCESS, CIRCUIT_FAILURE or CIRCUIT_IGNORED",
@@ -657,6 +688,12 @@ int circuit_reset(circuit_breaker *b, void *call_ctx)
 }
 
 /* ---- the pure read ------------------------------------------------------------ */
+
+uint64_t circuit_get_salt(const circuit_breaker *b)
+{
+    check_breaker(b, "circuit_get_salt");
+    return b->salt;
+}
 
 circuit_state circuit_get_state(const circuit_breaker *b)
 {

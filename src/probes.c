@@ -287,7 +287,11 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen)
 
 circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c)
 {
-    circuit_state d = b->policy.probe(b->policy.arg, c);
+    circuit_state d;
+    {
+        CIRCUIT__CB_FRAME(frame, b, "probe");
+        d = b->policy.probe(b->policy.arg, c);
+    }
     if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
         circuit__abort("probe policy returned an invalid state (%d); it must return "
                        "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
