@@ -802,7 +802,10 @@ def write_markdown(meta, runs, overhead, checks, promtool):
                 continue
             p = runs[r]["phases"][i]
             w = p["wrk"]
-            add(f"| {i + 1} {p['title']} | {r} | {p['duration_s']:.1f} | {p['requests']} | "
+            title = p["title"]
+            if r == "off" and p["role"] in ("isolate", "reset"):
+                title = p["id"] + " (no plugin, no call)"
+            add(f"| {i + 1} {title} | {r} | {p['duration_s']:.1f} | {p['requests']} | "
                 f"{w['rps'] or 0:.0f} | {p['ok']} | {p['http_error']} | {p['conn_error']} | "
                 f"{p['timeout']} | {p['rejected']} | {p['sent_upstream']} | "
                 f"{p['served_by_upstream']} | {fmt_ms(w['p50_ms'])} | {fmt_ms(w['p99_ms'])} | "
