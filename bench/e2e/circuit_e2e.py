@@ -556,7 +556,7 @@ def profile(arm, ts, a, O):
         log("overhead: perf not found (apt-get install linux-perf): no profile")
         return
     data = O / "perf.data"
-    secs = max(4, a.overhead_s)
+    secs = max(4, 4 * a.overhead_s)
     w = subprocess.Popen(["wrk", f"-t{a.wrk_threads}", f"-c{a.connections}", f"-d{secs + 2}s",
                           "-H", f"Host: {HOST}", f"http://127.0.0.1:{ts.port}/"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
