@@ -13,7 +13,7 @@ typedef struct stale_allow {
 static void *stale_allow_thread(void *arg)
 {
     stale_allow *s = arg;
-    park_me_at(CIRCUIT_TP_ALLOW_BEFORE_CAS);
+    park_me_at(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
     s->admitted = circuit_allow(s->f->b, (void *)0x5, &s->t, NULL);
     return NULL;
 }

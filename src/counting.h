@@ -1,0 +1,36 @@
+/*
+ * Counting (counting.c): the result -> counts step. Its interface is listed
+ * at the top of counting.c; the per-CPU lines (percpu.h) and the window's
+ * ring (window.h) are its lower floor. Above transitions (a counted result
+ * may trip, close or reopen the breaker), below probes and the public calls.
+ */
+#ifndef CIRCUIT_COUNTING_H
+#define CIRCUIT_COUNTING_H
+
+#include "word.h"
+
+/* Counts one settled result of a ticket admitted in generation `gen`
+ * (S2, P2, C1-C5, T2): CIRCUIT_SUCCESS or CIRCUIT_FAILURE through the state
+ * word, CIRCUIT_IGNORED by its total only; adds the M1 total. `now` is read
+ * lazily when !have_now (only a trip needs it). Returns false when the
+ * result is late: the state left the ticket's generation. */
+bool circuit__count(circuit_breaker *b, uint32_t gen, circuit_outcome o, void *call_ctx,
+                    int64_t now, bool have_now);
+
+/* The healthy closed success (L6): counted on this CPU's line when the word
+ * is fast and still of generation `gen`. False: nothing was counted; count
+ * it with circuit__count. Adds no total (the caller does). */
+bool circuit__count_fast(circuit_breaker *b, uint32_t gen);
+
+/* Counts one probe timeout, due at `due`, into the half-open state of `gen`
+ * (P1; the caller freed the slot) and asks the probe policy; a reopen starts
+ * its open period at `due`. Returns true when the state word changed
+ * generation (the timeout then counted into nothing further). */
+bool circuit__count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx);
+
+/* The counts the word c stands for: zero while open or isolated; in the
+ * fast mode the successes its per-CPU records hold are added (read, not
+ * folded). */
+void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
+
+#endif
