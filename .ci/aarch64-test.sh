@@ -4,7 +4,11 @@
 # (Release, CIRCUIT_WERROR=ON), check that the library's objects keep their
 # memory-ordering instructions, and run the tests under qemu-user.
 #
-#   .ci/aarch64-test.sh [gcc] [clang]          (default: both)
+#   .ci/aarch64-test.sh [--build-only] [gcc] [clang]    (default: both)
+#
+# --build-only: configure and build only (no tests, no ordering check), e.g.
+# before regenerating the ordering baseline:
+#   bash .ci/aarch64-test.sh --build-only && .ci/check-aarch64-ordering.sh --update
 #
 # Builds in build/aarch64-gcc and build/aarch64-clang, on the arm64 sysroot of
 # .ci/aarch64-sysroot.sh (build/aarch64-sysroot; nothing arm64 is installed
@@ -21,7 +25,8 @@
 # these runs prove that the code builds and behaves on aarch64, not that its
 # ordering is right on real ARM hardware. The ordering comes from the C11
 # orders in src/atomics.h (which the compilers map to ldar/stlr/dmb...),
-# checked by .ci/check-aarch64-ordering.sh against its baseline, and from
+# checked per function by .ci/check-aarch64-ordering.sh against its baseline
+# (which .ci/check-aarch64-ordering-selftest.sh checks first), and from
 # TSan running the same atomics on x86-64.
 #
 # Ends with "aarch64: N passed, M failed, K skipped" (ctest's counts of both
@@ -32,14 +37,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 start=$SECONDS
 
-compilers=("$@")
-((${#compilers[@]})) || compilers=(gcc clang)
-for cc in "${compilers[@]}"; do
-    case "$cc" in
-        gcc|clang) ;;
-        *) echo "usage: $0 [gcc] [clang]" >&2; exit 2 ;;
+compilers=()
+build_only=0
+for a in "$@"; do
+    case "$a" in
+        gcc|clang) compilers+=("$a") ;;
+        --build-only) build_only=1 ;;
+        *) echo "usage: $0 [--build-only] [gcc] [clang]" >&2; exit 2 ;;
     esac
 done
+((${#compilers[@]})) || compilers=(gcc clang)
 
 # ---- tests skipped under qemu-user, by name, with the reason ---------------------
 # Criterion tests ("suite/test"): left out through CRITERION_TEST_PATTERN.
@@ -150,6 +157,10 @@ for cc in "${compilers[@]}"; do
     fi
     echo "== aarch64 $cc: build $build_status in $((SECONDS - t0)) s"
     [[ -f "$b/src/libcircuit.a" ]] && builds+=("$b")
+    if ((build_only)); then
+        result[$cc]="build $build_status (--build-only: no tests)"
+        continue
+    fi
 
     # every skip names a test that exists
     for s in "${ctest_skips[@]}"; do
@@ -185,7 +196,12 @@ done
 echo
 echo "== aarch64: ordering instructions of src/libcircuit.a against .ci/aarch64-ordering.baseline"
 ordering=ok
-if ((${#builds[@]})); then
+if ((build_only)); then
+    ordering="not run (--build-only)"
+elif ! bash .ci/check-aarch64-ordering-selftest.sh; then
+    ordering="FAILED (its self-test)"
+    failed=$((failed + 1))
+elif ((${#builds[@]})); then
     if ! bash .ci/check-aarch64-ordering.sh "${builds[@]}"; then
         ordering=FAILED
         failed=$((failed + 1))

@@ -464,10 +464,13 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * @out: receives the snapshot (caller-owned).
  * A pure read (SPEC M1): takes no lock, calls no callback, writes no memory
  * another thread reads, and does not fold the per-CPU counters (L6). Under
- * concurrency each field is a value it held during the call (the fields are
- * not one atomic snapshot); in a quiescent breaker every field is exact and
+ * concurrency each field is a value it held during the call (the totals are
+ * not one atomic snapshot; state, generation and counts describe one moment
+ * of the breaker); in a quiescent breaker every field is exact and
  * admitted = successes + failures + ignored + late + released + (tickets
- * still live). Cost: O(CPUs) loads. Thread-safe; may run inside observe.
+ * still live). Cost: O(CPUs) loads, in one pass that is never started again
+ * however fast other threads count results (writers cannot starve it).
+ * Thread-safe; may run inside observe.
  * Aborts: @b or @out is NULL; @b not built by circuit_new.
  */
 CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out);

@@ -72,6 +72,19 @@ void __tsan_release(void *addr);
 #define circuit__tsan_release(p) ((void)(p))
 #endif
 
+/* The size that data written by different CPUs is padded and aligned to,
+ * so that two CPUs never write one cache line (false sharing): 64 bytes on
+ * x86-64 (its line size); 128 on aarch64, where some cores have 128-byte
+ * lines (Cavium ThunderX, Apple M-series; Linux's arm64 port aligns DMA
+ * buffers to 128 for them). Neoverse cores have 64-byte lines, for which
+ * 128 costs only memory; Fujitsu A64FX's 256-byte lines are not covered.
+ * docs/PLATFORMS.md says the same for users. */
+#if defined(__aarch64__)
+#define CIRCUIT_CACHELINE 128
+#else
+#define CIRCUIT_CACHELINE 64
+#endif
+
 /* A 16-byte word, changed only as a whole by circuit__cas128. */
 typedef struct circuit__u128 {
     uint64_t lo, hi;

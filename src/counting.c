@@ -15,7 +15,9 @@
  *   circuit__count_timeout  count one probe timeout (P1) and ask the probe
  *                           policy
  *   circuit__counts         the counts a word stands for (policies, stats,
- *                           the final counts of a transition)
+ *                           the final counts of a transition); _with takes
+ *                           the fast mode's pending successes as read by
+ *                           the caller (stats, which validates its read)
  *   circuit__fold           (percpu.h) make the counts exact before an
  *                           operator's transition
  * Callers: breaker.c (count, count_fast, counts, fold), probes.c
@@ -54,15 +56,20 @@ static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
 
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
 {
+    circuit__counts_with(b, c, circuit__fast(c.lo) ? circuit__fast_pending(b, c.lo) : 0, out);
+}
+
+void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t add,
+                          circuit_counts *out)
+{
     unsigned code = circuit__code(c.lo);
     if (code == CIRCUIT__ST_OPEN || code == CIRCUIT__ST_ISOLATED) {
         *out = (circuit_counts){0, 0, 0, 0, 0};
         return;
     }
     if (circuit__fast(c.lo)) {
-        /* fast mode: the counts as of the interval's start plus the
+        /* fast mode: the counts as of the interval's start plus `add`, the
          * successes the per-CPU records hold (read, not folded) */
-        uint64_t add = circuit__fast_pending(b, c.lo);
         uint64_t seq = circuit__fhi_seq(c.hi);
         bool full = (c.hi & CIRCUIT__FHI_FULL) || seq + add >= b->window;
         uint64_t run = circuit__fhi_run(c.hi) + add;

@@ -32,5 +32,9 @@ bool circuit__count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void 
  * fast mode the successes its per-CPU records hold are added (read, not
  * folded). */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
+/* The same with the fast mode's pending successes given (`add`, read by the
+ * caller from the records of c's interval; ignored unless c is fast). */
+void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t add,
+                          circuit_counts *out);
 
 #endif

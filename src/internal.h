@@ -244,6 +244,7 @@ static inline int64_t circuit__sat_add(int64_t a, int64_t b)
 #ifdef CIRCUIT_TESTING
 void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
+void circuit__test_count_stats_pass(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)

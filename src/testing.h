@@ -63,6 +63,11 @@ int64_t circuit_test_pending(const circuit_breaker *b);
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
 
+/* Passes circuit_get_stats made over the per-CPU lines since the process
+ * started (all breakers, all threads): one per call unless a read has to
+ * start again (the M1 bounded-read test). */
+uint64_t circuit_test_stats_passes(void);
+
 /* True while the breaker is in the per-CPU fast mode (closed, no failure in
  * the window, SPEC L6). */
 bool circuit_test_fast_mode(const circuit_breaker *b);

@@ -1,0 +1,1016 @@
+/*
+ * circuit.so: a libcircuit breaker per Apache Traffic Server remap rule.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * An adapter beside the core, like the presets: it calls only the public API
+ * (<circuit.h>, <circuit_presets.h>, <circuit_prometheus.h>) and Traffic
+ * Server's plugin API (ts/ts.h, ts/remap.h, 9.2). Rule ids (AT1-AT6) are
+ * defined in docs/CONTRACT.md; the operator's guide is docs/TRAFFICSERVER.md.
+ *
+ * The plugin is loaded twice over by one process and must be:
+ *   plugin.config   circuit.so          (TSPluginInit: the operator message
+ *                                        hook, the metrics task, and
+ *                                        TSPluginDSOReloadEnable(0))
+ *   remap.config    ... @plugin=circuit.so @pparam=name=shop ...
+ * TSPluginDSOReloadEnable(0) makes every remap.config (re)load use this same
+ * loaded image instead of a fresh copy, so the registry below outlives a
+ * reload (AT6). TSRemapInit refuses to start without the plugin.config line.
+ *
+ * How the pieces reach each other
+ *   - A remap instance (TSRemapNewInstance) is a pointer to a `rule` in the
+ *     registry. Rules are keyed by name AND every parameter: a reload that
+ *     keeps a rule's parameters finds the same rule (same breaker, state,
+ *     counts and totals) and takes a reference; a new or changed rule gets a
+ *     new breaker (AT6). TSRemapDeleteInstance drops the reference; the last
+ *     one frees the breaker.
+ *   - The request path never looks the registry up: Traffic Server hands
+ *     TSRemapDoRemap the instance pointer, and each transaction holds a lease
+ *     on the remap table it was mapped with until the transaction is
+ *     destroyed (HttpSM takes it at start and releases it in its cleanup),
+ *     so a rule outlives every transaction that uses it without any
+ *     reference count or lock on the request path. The event threads thus
+ *     see the new set after a reload through Traffic Server's own table
+ *     swap, and the old rules are freed only after their last transaction.
+ *   - The registry itself is read only by the control paths (the metrics
+ *     task, the Prometheus rule, operator messages) and written only by
+ *     instance creation and deletion; one mutex guards it. None of these
+ *     runs per request.
+ *
+ * Per request (AT2, AT3): circuit_allow in TSRemapDoRemap, before the origin
+ * request. Rejected: status 503 set in the remap step (Traffic Server then
+ * answers without contacting the origin) with a body naming the state, and
+ * Retry-After (circuit_retry_after_s) added when the response header is
+ * sent, unless isolated. Admitted: the ticket lives in a small per-
+ * transaction struct (a transaction user argument) and is settled exactly
+ * once, whichever hook sees the outcome first:
+ *     READ_RESPONSE_HDR   the origin's status, through the classifier
+ *     SEND_RESPONSE_HDR   no origin response but a server state that says
+ *                         why: connect error / timeouts count as failures
+ *     TXN_CLOSE           the same check; otherwise (client gone, no origin
+ *                         outcome) circuit_release: counts nothing
+ * The hooks of one transaction never run concurrently (Traffic Server calls
+ * them in sequence under the transaction's lock), so `settled` is a plain
+ * field.
+ */
+#include <ts/ts.h>
+#include <ts/remap.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "circuit.h"
+#include "circuit_presets.h"
+#include "circuit_prometheus.h"
+
+#define PLUGIN_NAME "circuit"
+#define NAME_MAX_LEN 64
+#define MAX_STATUS_RANGES 16
+
+/* ------------------------------------------------------------------------ */
+/* Rules and the registry                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum stat_field {
+    ST_STATE,
+    ST_GENERATION,
+    ST_ADMITTED,
+    ST_REJECTED,
+    ST_SUCCESSES,
+    ST_FAILURES,
+    ST_IGNORED,
+    ST_LATE,
+    ST_RELEASED,
+    ST_TIMED_OUT,
+    ST_TRANSITIONS,
+    ST_WINDOW_SUCCESSES,
+    ST_WINDOW_FAILURES,
+    ST_COUNT
+};
+
+static const char *const stat_suffix[ST_COUNT] = {
+    "state",     "generation", "admitted",  "rejected",    "successes",
+    "failures",  "ignored",    "late",      "released",    "timed_out",
+    "transitions", "window_successes", "window_failures",
+};
+
+typedef struct status_range {
+    int lo, hi;
+} status_range;
+
+/* The parameters of one rule, parsed (AT1). */
+typedef struct rule_params {
+    char name[NAME_MAX_LEN + 1];
+    bool metrics;               /* the Prometheus rule: no breaker */
+    bool rate;                  /* failure-rate (true) or consecutive */
+    double ratio;               /* failure-rate */
+    int64_t min_results;        /* failure-rate */
+    int64_t failures;           /* consecutive */
+    int64_t successes;          /* probe successes in a row that close */
+    int window, probes;
+    int64_t open_for_ns, open_for_max_ns, probe_timeout_ns;
+    double jitter;
+    int n_ranges;               /* 0: the preset HTTP classifier */
+    status_range ranges[MAX_STATUS_RANGES];
+} rule_params;
+
+typedef struct rule {
+    struct rule *next;          /* registry list (registry_mu) */
+    int refs;                   /* remap instances using it (registry_mu) */
+    uint64_t seq;               /* order of use: among the rules of one name in the
+                                   live configuration, the latest used is current */
+    uint64_t load_pending;      /* the latest remap.config load that used it */
+    uint64_t load_live;         /* the latest such load that succeeded */
+    char *key;                  /* name and every parameter, canonical */
+    rule_params p;
+    circuit_breaker *b;         /* NULL for the metrics rule */
+    circuit_consecutive cons;
+    circuit_failure_rate rate;
+    circuit_backoff_exponential backoff;
+    int stat[ST_COUNT];
+} rule;
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static rule *registry;          /* registry_mu */
+static uint64_t registry_seq;   /* registry_mu */
+/* remap.config loads: 1 is the first; a reload that fails leaves live_load
+ * where it was (Traffic Server keeps the previous table). registry_mu. */
+static uint64_t loading_load = 1, live_load = 1;
+static bool global_init_done;   /* set by TSPluginInit, before any remap load */
+static int txn_arg = -1;        /* transaction user argument: the txn_state */
+static TSCont txn_cont;         /* the per-transaction hooks (stateless) */
+
+/* Per-transaction data (AT3). */
+typedef struct txn_state {
+    circuit_ticket ticket;
+    rule *r;
+    bool admitted;              /* the ticket is live until settled */
+    bool settled;
+    int64_t retry_after_s;      /* > 0: add Retry-After to the 503 */
+} txn_state;
+
+/* ------------------------------------------------------------------------ */
+/* Parameters (AT1)                                                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct errs {
+    char *buf;
+    size_t len, used;
+    int n;
+} errs;
+
+__attribute__((format(printf, 2, 3))) static void err_add(errs *e, const char *fmt, ...)
+{
+    if (e->len == 0)
+        return;
+    if (e->n > 0 && e->used + 2 < e->len) {
+        memcpy(e->buf + e->used, "; ", 3);
+        e->used += 2;
+    }
+    e->n++;
+    if (e->used + 1 >= e->len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(e->buf + e->used, e->len - e->used, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        e->used += (size_t)w < e->len - e->used ? (size_t)w : e->len - e->used - 1;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    if (*s == '\0' || isspace((unsigned char)*s))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    if (*s == '\0' || isspace((unsigned char)*s))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || isnan(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* "5s", "500ms", "2m": a whole number with a unit (ns, us, ms, s, m, h). */
+static bool parse_duration(const char *s, int64_t *out_ns)
+{
+    static const struct {
+        const char *unit;
+        int64_t ns;
+    } units[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000},
+                 {"m", INT64_C(60000000000)}, {"h", INT64_C(3600000000000)}};
+    if (!isdigit((unsigned char)*s))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0)
+        return false;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) == 0) {
+            if (v > INT64_MAX / units[i].ns)
+                return false;
+            *out_ns = (int64_t)v * units[i].ns;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "500-599", "502,503,504", "429,500-599" */
+static bool parse_statuses(const char *s, rule_params *p)
+{
+    p->n_ranges = 0;
+    const char *c = s;
+    while (*c) {
+        if (p->n_ranges == MAX_STATUS_RANGES)
+            return false;
+        char *end;
+        long lo = strtol(c, &end, 10);
+        if (end == c || lo < 100 || lo > 599)
+            return false;
+        long hi = lo;
+        c = end;
+        if (*c == '-') {
+            c++;
+            hi = strtol(c, &end, 10);
+            if (end == c || hi < lo || hi > 599)
+                return false;
+            c = end;
+        }
+        p->ranges[p->n_ranges++] = (status_range){(int)lo, (int)hi};
+        if (*c == ',')
+            c++;
+        else if (*c != '\0')
+            return false;
+    }
+    return p->n_ranges > 0;
+}
+
+static bool valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > NAME_MAX_LEN)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!(isalnum(ch) || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void fmt_duration(char *buf, size_t len, int64_t ns)
+{
+    snprintf(buf, len, "%" PRId64 "ns", ns);
+}
+
+/*
+ * Parses the @pparam words into *p. Every bad parameter is named in ONE
+ * message written to errbuf (AT1); returns false if there was any.
+ * Defaults: window 100, probes 1, open-for 5s, probe-timeout 2s, successes =
+ * probes, no open-for-max (a fixed open period), jitter 0, failure statuses
+ * those of circuit_classify_http (500-599 and 429). name and policy are
+ * required.
+ */
+static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, size_t errlen)
+{
+    errs e = {errbuf, errlen, 0, 0};
+    char prefix[160];
+    memset(p, 0, sizeof *p);
+    p->window = 100;
+    p->probes = 1;
+    p->open_for_ns = CIRCUIT_S(5);
+    p->probe_timeout_ns = CIRCUIT_S(2);
+    p->successes = -1;          /* = probes unless given */
+    bool have_name = false, have_policy = false, have_max = false;
+    const char *name_given = "?";
+
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "name=", 5) == 0)
+            name_given = argv[i] + 5;
+        if (strcmp(argv[i], "metrics") == 0)
+            p->metrics = true;
+    }
+    snprintf(prefix, sizeof prefix, PLUGIN_NAME ": rule %s%.64s%s refused: ", p->metrics ? "" : "'",
+             p->metrics ? "metrics" : name_given, p->metrics ? "" : "'");
+    if (errlen > 0) {
+        snprintf(errbuf, errlen, "%s", prefix);
+        e.used = strlen(errbuf);
+    }
+
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        if (strcmp(a, "metrics") == 0)
+            continue;
+        if (eq == NULL) {
+            err_add(&e, "'%s' (a parameter is name=value)", a);
+            continue;
+        }
+        size_t klen = (size_t)(eq - a);
+        const char *v = eq + 1;
+        int64_t iv;
+        double dv;
+#define KEY(k) (klen == sizeof(k) - 1 && strncmp(a, k, klen) == 0)
+        if (KEY("name")) {
+            if (!valid_name(v))
+                err_add(&e, "name=%s (1..%d characters among A-Z a-z 0-9 _ -)", v, NAME_MAX_LEN);
+            else
+                snprintf(p->name, sizeof p->name, "%s", v);
+            have_name = true;
+        } else if (KEY("window")) {
+            if (!parse_i64(v, &iv) || iv < 1 || iv > CIRCUIT_MAX_COUNT)
+                err_add(&e, "window=%s (must be 1..%d)", v, CIRCUIT_MAX_COUNT);
+            else
+                p->window = (int)iv;
+        } else if (KEY("probes")) {
+            if (!parse_i64(v, &iv) || iv < 1 || iv > CIRCUIT_MAX_COUNT)
+                err_add(&e, "probes=%s (must be 1..%d)", v, CIRCUIT_MAX_COUNT);
+            else
+                p->probes = (int)iv;
+        } else if (KEY("successes")) {
+            if (!parse_i64(v, &iv) || iv < 1 || iv > CIRCUIT_RUN_MAX)
+                err_add(&e, "successes=%s (must be 1..%" PRId64 ")", v, CIRCUIT_RUN_MAX);
+            else
+                p->successes = iv;
+        } else if (KEY("open-for")) {
+            if (!parse_duration(v, &iv) || iv <= 0)
+                err_add(&e, "open-for=%s (must be a duration > 0 with a unit: ns us ms s m h)", v);
+            else
+                p->open_for_ns = iv;
+        } else if (KEY("open-for-max")) {
+            if (!parse_duration(v, &iv) || iv <= 0)
+                err_add(&e, "open-for-max=%s (must be a duration > 0 with a unit: ns us ms s m h)",
+                        v);
+            else {
+                p->open_for_max_ns = iv;
+                have_max = true;
+            }
+        } else if (KEY("probe-timeout")) {
+            if (!parse_duration(v, &iv) || iv <= 0)
+                err_add(&e, "probe-timeout=%s (must be a duration > 0 with a unit: ns us ms s m h)",
+                        v);
+            else
+                p->probe_timeout_ns = iv;
+        } else if (KEY("jitter")) {
+            if (!parse_double(v, &dv) || !(dv >= 0.0 && dv < 1.0))
+                err_add(&e, "jitter=%s (must be in [0, 1))", v);
+            else
+                p->jitter = dv;
+        } else if (KEY("failure-status")) {
+            if (!parse_statuses(v, p))
+                err_add(&e, "failure-status=%s (must be statuses or ranges in 100..599, "
+                        "e.g. 500-599 or 429,502-504; at most %d)", v, MAX_STATUS_RANGES);
+        } else if (KEY("policy")) {
+            have_policy = true;
+            char kind[32];
+            const char *colon = strchr(v, ':');
+            size_t kl = colon ? (size_t)(colon - v) : strlen(v);
+            snprintf(kind, sizeof kind, "%.*s", (int)(kl < sizeof kind - 1 ? kl : sizeof kind - 1), v);
+            const char *rest = colon ? colon + 1 : "";
+            if (strcmp(kind, "consecutive") == 0) {
+                p->rate = false;
+                if (!parse_i64(rest, &iv) || iv < 1 || iv > CIRCUIT_RUN_MAX)
+                    err_add(&e, "policy=%s (consecutive:FAILURES, FAILURES 1..%" PRId64 ")", v,
+                            CIRCUIT_RUN_MAX);
+                else
+                    p->failures = iv;
+            } else if (strcmp(kind, "failure-rate") == 0) {
+                p->rate = true;
+                char ratio_s[64];
+                const char *c2 = strchr(rest, ':');
+                bool ok = c2 != NULL && (size_t)(c2 - rest) < sizeof ratio_s;
+                if (ok) {
+                    snprintf(ratio_s, sizeof ratio_s, "%.*s", (int)(c2 - rest), rest);
+                    ok = parse_double(ratio_s, &dv) && dv > 0.0 && dv <= 1.0 &&
+                         parse_i64(c2 + 1, &iv) && iv >= 1 && iv <= CIRCUIT_MAX_COUNT;
+                }
+                if (!ok)
+                    err_add(&e, "policy=%s (failure-rate:RATIO:MIN_RESULTS, RATIO in (0, 1], "
+                            "MIN_RESULTS 1..window)", v);
+                else {
+                    p->ratio = dv;
+                    p->min_results = iv;
+                }
+            } else {
+                err_add(&e, "policy=%s (must be consecutive:FAILURES or "
+                        "failure-rate:RATIO:MIN_RESULTS)", v);
+            }
+        } else {
+            err_add(&e, "unknown parameter '%.*s' (known: name policy window probes successes "
+                    "open-for open-for-max probe-timeout jitter failure-status metrics)",
+                    (int)klen, a);
+        }
+#undef KEY
+    }
+    if (p->metrics) {
+        if (argc > 1)
+            err_add(&e, "the metrics rule takes no other parameter");
+        return e.n == 0;
+    }
+    if (!have_name)
+        err_add(&e, "name= is required");
+    if (!have_policy)
+        err_add(&e, "policy= is required (consecutive:FAILURES or failure-rate:RATIO:MIN_RESULTS)");
+    if (p->successes < 0)
+        p->successes = p->probes;
+    /* Cross-parameter bounds, those circuit_failure_rate_init and
+     * circuit_backoff_exponential_init apply. */
+    if (p->rate && p->min_results > p->window)
+        err_add(&e, "policy=failure-rate:...:%" PRId64 " (MIN_RESULTS exceeds window=%d: the "
+                "window never holds that many results)", p->min_results, p->window);
+    if (have_max && p->open_for_max_ns < p->open_for_ns) {
+        char a[32], b[32];
+        fmt_duration(a, sizeof a, p->open_for_max_ns);
+        fmt_duration(b, sizeof b, p->open_for_ns);
+        err_add(&e, "open-for-max=%s (must be >= open-for=%s)", a, b);
+    }
+    if (!have_max)
+        p->open_for_max_ns = 0;
+    return e.n == 0;
+}
+
+static char *params_key(const rule_params *p)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf,
+                     "name=%s metrics=%d rate=%d ratio=%.17g min=%" PRId64 " fail=%" PRId64
+                     " succ=%" PRId64 " window=%d probes=%d open=%" PRId64 " max=%" PRId64
+                     " pto=%" PRId64 " jitter=%.17g status=",
+                     p->name, p->metrics, p->rate, p->ratio, p->min_results, p->failures,
+                     p->successes, p->window, p->probes, p->open_for_ns, p->open_for_max_ns,
+                     p->probe_timeout_ns, p->jitter);
+    for (int i = 0; i < p->n_ranges && n > 0 && (size_t)n < sizeof buf; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%d-%d,", p->ranges[i].lo, p->ranges[i].hi);
+    return TSstrdup(buf);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Callbacks given to the breaker                                            */
+/* ------------------------------------------------------------------------ */
+
+static circuit_outcome classify_status(void *arg, void *call_ctx, int result)
+{
+    const rule *r = arg;
+    if (result < 0)
+        return circuit_classify_http(NULL, call_ctx, result);  /* transport errors */
+    for (int i = 0; i < r->p.n_ranges; i++)
+        if (result >= r->p.ranges[i].lo && result <= r->p.ranges[i].hi)
+            return CIRCUIT_FAILURE;
+    return CIRCUIT_SUCCESS;
+}
+
+static void stats_publish(const rule *r, const circuit_stats *s)
+{
+    const int64_t v[ST_COUNT] = {
+        [ST_STATE] = s->state,
+        [ST_GENERATION] = (int64_t)s->generation,
+        [ST_ADMITTED] = (int64_t)s->admitted,
+        [ST_REJECTED] = (int64_t)s->rejected,
+        [ST_SUCCESSES] = (int64_t)s->successes,
+        [ST_FAILURES] = (int64_t)s->failures,
+        [ST_IGNORED] = (int64_t)s->ignored,
+        [ST_LATE] = (int64_t)s->late,
+        [ST_RELEASED] = (int64_t)s->released,
+        [ST_TIMED_OUT] = (int64_t)s->timed_out,
+        [ST_TRANSITIONS] = (int64_t)s->transitions,
+        [ST_WINDOW_SUCCESSES] = s->counts.successes,
+        [ST_WINDOW_FAILURES] = s->counts.failures,
+    };
+    for (int i = 0; i < ST_COUNT; i++)
+        if (r->stat[i] >= 0)
+            TSStatIntSet(r->stat[i], v[i]);
+}
+
+/* AT4: every transition goes to diags.log with its cause and open period. */
+static void observe_transition(void *arg, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    rule *r = arg;
+    const char *cause = t->cause == CIRCUIT_CAUSE_POLICY  ? "policy"
+                        : t->cause == CIRCUIT_CAUSE_TIMER ? "timer"
+                                                          : "operator";
+    char open_part[64] = "";
+    if (t->to == CIRCUIT_OPEN)
+        snprintf(open_part, sizeof open_part, ", open for %.3f s", (double)t->open_for_ns / 1e9);
+    const char *fmt = "%s: breaker %s: %s -> %s (generation %" PRIu64 ", cause %s%s; counts: "
+                      "%" PRId64 " successes, %" PRId64 " failures in the window, %" PRId64
+                      " in a row failed, %" PRId64 " probe timeouts)";
+    if (t->to == CIRCUIT_OPEN || t->to == CIRCUIT_ISOLATED)
+        TSWarning(fmt, PLUGIN_NAME, r->p.name, circuit_state_name(t->from),
+                  circuit_state_name(t->to), t->generation, cause, open_part,
+                  t->counts.successes, t->counts.failures, t->counts.consecutive_failures,
+                  t->counts.timed_out);
+    else
+        TSNote(fmt, PLUGIN_NAME, r->p.name, circuit_state_name(t->from),
+               circuit_state_name(t->to), t->generation, cause, open_part, t->counts.successes,
+               t->counts.failures, t->counts.consecutive_failures, t->counts.timed_out);
+    /* The metrics see the new state at once; the task refreshes the rest. */
+    if (r->stat[ST_STATE] >= 0) {
+        TSStatIntSet(r->stat[ST_STATE], t->to);
+        TSStatIntSet(r->stat[ST_GENERATION], (int64_t)t->generation);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Building and freeing rules                                                */
+/* ------------------------------------------------------------------------ */
+
+static void stats_create(rule *r)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "plugin.%s.%s.%s", PLUGIN_NAME, r->p.name, stat_suffix[i]);
+        int id;
+        if (TSStatFindName(name, &id) == TS_SUCCESS)
+            r->stat[i] = id;
+        else {
+            r->stat[i] = TSStatCreate(name, TS_RECORDDATATYPE_INT, TS_STAT_NON_PERSISTENT,
+                                      TS_STAT_SYNC_SUM);
+            if (r->stat[i] < 0)
+                TSError("%s: breaker %s: cannot create the metric %s (raise "
+                        "proxy.config.stat_api.max_stats_allowed)", PLUGIN_NAME, r->p.name, name);
+        }
+    }
+}
+
+static uint64_t name_seed(const char *name)
+{
+    uint64_t h = UINT64_C(1469598103934665603);  /* FNV-1a, then the pid */
+    for (const char *c = name; *c; c++)
+        h = (h ^ (unsigned char)*c) * UINT64_C(1099511628211);
+    return h ^ (uint64_t)getpid();
+}
+
+/* Builds a rule's breaker. Returns NULL with errbuf filled on failure. */
+static rule *rule_build(const rule_params *p, char *errbuf, size_t errlen)
+{
+    rule *r = TSmalloc(sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->p = *p;
+    for (int i = 0; i < ST_COUNT; i++)
+        r->stat[i] = -1;
+    if (p->metrics)
+        return r;
+    circuit_spec spec = {
+        .config = {.window = p->window, .probes = p->probes, .open_for_ns = p->open_for_ns,
+                   .probe_timeout_ns = p->probe_timeout_ns},
+        .classify = p->n_ranges ? classify_status : circuit_classify_http,
+        .classify_arg = p->n_ranges ? r : NULL,
+        .observe = observe_transition,
+        .observe_arg = r,
+    };
+    char lib[512];
+    int rc;
+    if (p->rate) {
+        rc = circuit_failure_rate_init(&r->rate, &spec.config, p->min_results, p->ratio,
+                                       p->successes, lib, sizeof lib);
+        if (rc == 0)
+            spec.policy = circuit_failure_rate_policy(&r->rate);
+    } else {
+        rc = circuit_consecutive_init(&r->cons, p->failures, p->successes, lib, sizeof lib);
+        if (rc == 0)
+            spec.policy = circuit_consecutive_policy(&r->cons);
+    }
+    if (rc == 0 && p->open_for_max_ns > 0) {
+        rc = circuit_backoff_exponential_init(&r->backoff, p->open_for_ns, p->open_for_max_ns,
+                                              p->jitter, name_seed(p->name), lib, sizeof lib);
+        if (rc == 0)
+            circuit_backoff_exponential_use(&spec, &r->backoff);
+    }
+    if (rc == 0)
+        rc = circuit_new(&r->b, &spec, lib, sizeof lib);
+    if (rc != 0) {
+        snprintf(errbuf, errlen, PLUGIN_NAME ": rule '%s' refused: %s", p->name,
+                 rc == EINVAL ? lib : strerror(rc));
+        TSfree(r);
+        return NULL;
+    }
+    stats_create(r);
+    circuit_stats s;
+    circuit_get_stats(r->b, &s);
+    stats_publish(r, &s);
+    return r;
+}
+
+static void rule_free(rule *r)
+{
+    circuit_free(r->b);
+    TSfree(r->key);
+    TSfree(r);
+}
+
+/* A name's current rule: the one of the live remap.config (the latest load
+ * that succeeded), the latest used if the name appears twice. Metrics and
+ * log lines speak of it; a rule of a failed or of an older load is not
+ * current (it lives on only while transactions or the old table use it).
+ * Caller holds registry_mu. */
+static bool is_current(const rule *r)
+{
+    if (r->b == NULL || r->load_live != live_load)
+        return false;
+    for (const rule *o = registry; o; o = o->next)
+        if (o != r && o->b && o->load_live == live_load && o->seq > r->seq &&
+            strcmp(o->p.name, r->p.name) == 0)
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Global part: operator messages (AT5), the metrics task (AT4)              */
+/* ------------------------------------------------------------------------ */
+
+static int metrics_task(TSCont contp, TSEvent event, void *edata)
+{
+    (void)contp;
+    (void)event;
+    (void)edata;
+    pthread_mutex_lock(&registry_mu);
+    for (rule *r = registry; r; r = r->next) {
+        if (is_current(r)) {
+            circuit_stats s;
+            circuit_get_stats(r->b, &s);
+            stats_publish(r, &s);
+        }
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return 0;
+}
+
+/* `traffic_ctl plugin msg circuit "isolate NAME"` (or "reset NAME"); also
+ * the tags circuit.isolate and circuit.reset with the name as the data. */
+static int operator_msg(TSCont contp, TSEvent event, void *edata)
+{
+    (void)contp;
+    if (event != TS_EVENT_LIFECYCLE_MSG)
+        return 0;
+    const TSPluginMsg *m = edata;
+    char data[256];
+    size_t n = m->data_size < sizeof data - 1 ? m->data_size : sizeof data - 1;
+    memcpy(data, m->data, n);
+    data[n] = '\0';
+    while (n > 0 && (data[n - 1] == '\0' || isspace((unsigned char)data[n - 1])))
+        data[--n] = '\0';
+    char verb[32] = "", name[NAME_MAX_LEN + 2] = "";
+    if (strcmp(m->tag, PLUGIN_NAME) == 0) {
+        if (sscanf(data, "%31s %65s", verb, name) != 2) {
+            TSError("%s: operator message '%s' not understood (\"isolate NAME\" or \"reset NAME\")",
+                    PLUGIN_NAME, data);
+            return 0;
+        }
+    } else if (strcmp(m->tag, PLUGIN_NAME ".isolate") == 0 || strcmp(m->tag, PLUGIN_NAME ".reset") == 0) {
+        snprintf(verb, sizeof verb, "%s", m->tag + sizeof PLUGIN_NAME);
+        if (sscanf(data, "%65s", name) != 1)
+            name[0] = '\0';
+    } else {
+        return 0;
+    }
+    bool isolate = strcmp(verb, "isolate") == 0;
+    if (!isolate && strcmp(verb, "reset") != 0) {
+        TSError("%s: operator message: unknown command '%s' (isolate or reset)", PLUGIN_NAME, verb);
+        return 0;
+    }
+    int found = 0;
+    pthread_mutex_lock(&registry_mu);
+    for (rule *r = registry; r; r = r->next) {
+        if (r->b == NULL || strcmp(r->p.name, name) != 0)
+            continue;
+        found++;
+        int rc = isolate ? circuit_isolate(r->b, NULL) : circuit_reset(r->b, NULL);
+        if (is_current(r))
+            TSNote("%s: breaker %s: operator %s: %s", PLUGIN_NAME, name, verb,
+                   rc == 0 ? "done" : rc == EALREADY ? "already so" : strerror(rc));
+    }
+    pthread_mutex_unlock(&registry_mu);
+    if (!found)
+        TSError("%s: operator %s: no breaker named '%s'", PLUGIN_NAME, verb, name);
+    return 0;
+}
+
+void TSPluginInit(int argc, const char *argv[])
+{
+    (void)argc;
+    (void)argv;
+    TSPluginRegistrationInfo info = {PLUGIN_NAME, "libcircuit", "https://github.com/"};
+    if (TSPluginRegister(&info) != TS_SUCCESS) {
+        TSError("%s: plugin registration failed", PLUGIN_NAME);
+        return;
+    }
+    /* One image for plugin.config and every remap.config load, so the
+     * registry survives reloads (AT6). */
+    if (TSPluginDSOReloadEnable(0) != TS_SUCCESS) {
+        TSError("%s: TSPluginDSOReloadEnable(0) failed: breakers would not survive a reload",
+                PLUGIN_NAME);
+        return;
+    }
+    if (TSUserArgIndexReserve(TS_USER_ARGS_TXN, PLUGIN_NAME, "circuit breaker ticket", &txn_arg) !=
+        TS_SUCCESS) {
+        TSError("%s: no transaction argument slot left", PLUGIN_NAME);
+        return;
+    }
+    TSLifecycleHookAdd(TS_LIFECYCLE_MSG_HOOK, TSContCreate(operator_msg, NULL));
+    TSCont task = TSContCreate(metrics_task, TSMutexCreate());
+    TSContScheduleEveryOnPool(task, 1000, TS_THREAD_POOL_TASK);
+    global_init_done = true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per transaction (AT2, AT3)                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The result code for circuit_done when the origin gave no response, from
+ * the server state; 0 when there is no origin outcome (then: release). */
+static int no_response_result(TSHttpTxn txn)
+{
+    switch (TSHttpTxnServerStateGet(txn)) {
+    case TS_SRVSTATE_CONNECTION_ERROR:
+    case TS_SRVSTATE_OPEN_RAW_ERROR:
+    case TS_SRVSTATE_OUTBOUND_CONGESTION:
+        return -ECONNREFUSED;
+    case TS_SRVSTATE_ACTIVE_TIMEOUT:
+    case TS_SRVSTATE_INACTIVE_TIMEOUT:
+        return -ETIMEDOUT;
+    case TS_SRVSTATE_CONNECTION_CLOSED:
+    case TS_SRVSTATE_BAD_INCOMING_RESPONSE:
+    case TS_SRVSTATE_PARSE_ERROR:
+        return -ECONNRESET;
+    default:
+        return 0;
+    }
+}
+
+static void settle(txn_state *st, int result)
+{
+    if (!st->admitted || st->settled)
+        return;
+    st->settled = true;
+    if (result == 0)
+        circuit_release(&st->ticket);
+    else
+        circuit_done(&st->ticket, result);
+}
+
+static void add_retry_after(TSHttpTxn txn, int64_t secs)
+{
+    TSMBuffer buf;
+    TSMLoc hdr, field;
+    if (TSHttpTxnClientRespGet(txn, &buf, &hdr) != TS_SUCCESS)
+        return;
+    char v[32];
+    int n = snprintf(v, sizeof v, "%" PRId64, secs);
+    if (TSMimeHdrFieldCreateNamed(buf, hdr, "Retry-After", 11, &field) == TS_SUCCESS) {
+        TSMimeHdrFieldValueStringInsert(buf, hdr, field, -1, v, n);
+        TSMimeHdrFieldAppend(buf, hdr, field);
+        TSHandleMLocRelease(buf, hdr, field);
+    }
+    TSHandleMLocRelease(buf, TS_NULL_MLOC, hdr);
+}
+
+static int txn_hook(TSCont contp, TSEvent event, void *edata)
+{
+    (void)contp;
+    TSHttpTxn txn = edata;
+    txn_state *st = TSUserArgGet(txn, txn_arg);
+    if (st != NULL) {
+        switch (event) {
+        case TS_EVENT_HTTP_READ_RESPONSE_HDR: {
+            TSMBuffer buf;
+            TSMLoc hdr;
+            if (TSHttpTxnServerRespGet(txn, &buf, &hdr) == TS_SUCCESS) {
+                int status = (int)TSHttpHdrStatusGet(buf, hdr);
+                TSHandleMLocRelease(buf, TS_NULL_MLOC, hdr);
+                settle(st, status > 0 ? status : -EPROTO);
+            }
+            break;
+        }
+        case TS_EVENT_HTTP_SEND_RESPONSE_HDR:
+            if (st->retry_after_s > 0)
+                add_retry_after(txn, st->retry_after_s);
+            if (st->admitted && !st->settled) {
+                int res = no_response_result(txn);
+                if (res != 0)
+                    settle(st, res);
+            }
+            break;
+        case TS_EVENT_HTTP_TXN_CLOSE:
+            settle(st, no_response_result(txn));
+            TSUserArgSet(txn, txn_arg, NULL);
+            TSfree(st);
+            break;
+        default:
+            break;
+        }
+    }
+    TSHttpTxnReenable(txn, TS_EVENT_HTTP_CONTINUE);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Remap entry points                                                        */
+/* ------------------------------------------------------------------------ */
+
+TSReturnCode TSRemapInit(TSRemapInterface *api, char *errbuf, int errbuf_size)
+{
+    if (api == NULL || api->tsremap_version < TSREMAP_VERSION) {
+        snprintf(errbuf, (size_t)errbuf_size, "%s: needs remap API version %d.%d", PLUGIN_NAME,
+                 TSREMAP_VMAJOR, TSREMAP_VMINOR);
+        return TS_ERROR;
+    }
+    if (!global_init_done) {
+        snprintf(errbuf, (size_t)errbuf_size,
+                 "%s: add circuit.so to plugin.config too (one image must serve every "
+                 "remap.config load, so that a reload keeps the breakers)", PLUGIN_NAME);
+        return TS_ERROR;
+    }
+    if (txn_cont == NULL)
+        txn_cont = TSContCreate(txn_hook, NULL);
+    return TS_SUCCESS;
+}
+
+void TSRemapPreConfigReload(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    loading_load++;
+    pthread_mutex_unlock(&registry_mu);
+}
+
+void TSRemapPostConfigReload(TSRemapReloadStatus status)
+{
+    pthread_mutex_lock(&registry_mu);
+    if (status != TSREMAP_CONFIG_RELOAD_FAILURE) {
+        live_load = loading_load;
+        for (rule *r = registry; r; r = r->next)
+            if (r->load_pending == loading_load)
+                r->load_live = loading_load;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    TSNote("%s: remap.config load %" PRIu64 " %s", PLUGIN_NAME, loading_load,
+           status == TSREMAP_CONFIG_RELOAD_FAILURE ? "failed: the previous rules stay in use"
+                                                    : "in use");
+}
+
+TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf, int errbuf_size)
+{
+    rule_params p;
+    size_t elen = errbuf_size > 0 ? (size_t)errbuf_size : 0;
+    /* argv[0], argv[1]: the rule's from and to URLs */
+    if (!parse_params(argc - 2, argv + 2, &p, errbuf, elen)) {
+        TSError("%s", errbuf);
+        return TS_ERROR;
+    }
+    char *key = params_key(&p);
+    pthread_mutex_lock(&registry_mu);
+    rule *r;
+    for (r = registry; r; r = r->next)
+        if (strcmp(r->key, key) == 0)
+            break;
+    if (r != NULL) {
+        r->refs++;
+        r->seq = ++registry_seq;
+        TSfree(key);
+        if (r->b)
+            TSNote("%s: breaker %s kept (parameters unchanged; state %s)", PLUGIN_NAME, p.name,
+                   circuit_state_name(circuit_get_state(r->b)));
+    } else {
+        r = rule_build(&p, errbuf, elen);
+        if (r == NULL) {
+            pthread_mutex_unlock(&registry_mu);
+            TSError("%s", errbuf);
+            TSfree(key);
+            return TS_ERROR;
+        }
+        r->key = key;
+        r->refs = 1;
+        r->seq = ++registry_seq;
+        r->next = registry;
+        registry = r;
+        r->load_live = 0;
+        if (r->b)
+            TSNote("%s: breaker %s built (window %d, probes %d)", PLUGIN_NAME, p.name, p.window,
+                   p.probes);
+    }
+    r->load_pending = loading_load;
+    if (loading_load == 1)      /* the first load: Traffic Server stops if it fails */
+        r->load_live = 1;
+    pthread_mutex_unlock(&registry_mu);
+    *ih = r;
+    return TS_SUCCESS;
+}
+
+void TSRemapDeleteInstance(void *ih)
+{
+    rule *r = ih;
+    pthread_mutex_lock(&registry_mu);
+    if (--r->refs == 0) {
+        for (rule **pp = &registry; *pp; pp = &(*pp)->next) {
+            if (*pp == r) {
+                *pp = r->next;
+                break;
+            }
+        }
+    } else {
+        r = NULL;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    if (r != NULL) {
+        if (r->b)
+            TSNote("%s: breaker %s freed (no rule uses it any more)", PLUGIN_NAME, r->p.name);
+        rule_free(r);
+    }
+}
+
+/* The Prometheus rule: every current breaker in one exposition. */
+static void serve_metrics(TSHttpTxn txn)
+{
+    pthread_mutex_lock(&registry_mu);
+    size_t n = 0;
+    for (rule *r = registry; r; r = r->next)
+        n += is_current(r);
+    circuit_stats *st = TSmalloc((n ? n : 1) * sizeof *st);
+    const char **names = TSmalloc((n ? n : 1) * sizeof *names);
+    size_t i = 0;
+    for (rule *r = registry; r; r = r->next) {
+        if (is_current(r)) {
+            circuit_get_stats(r->b, &st[i]);
+            names[i++] = r->p.name;
+        }
+    }
+    size_t cap = 4096 + n * 2048;
+    char *body = TSmalloc(cap);
+    int len = circuit_stats_format_prometheus_many(st, names, n, body, cap);
+    if (len >= 0 && (size_t)len >= cap) {
+        cap = (size_t)len + 1;
+        body = TSrealloc(body, cap);
+        len = circuit_stats_format_prometheus_many(st, names, n, body, cap);
+    }
+    pthread_mutex_unlock(&registry_mu);
+    TSfree(st);
+    TSfree(names);
+    if (len < 0) {
+        TSfree(body);
+        TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_OK);
+    TSHttpTxnErrorBodySet(txn, body, (size_t)len,
+                          TSstrdup("text/plain; version=0.0.4; charset=utf-8"));
+}
+
+TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
+{
+    (void)rri;
+    rule *r = ih;
+    if (r->b == NULL) {
+        serve_metrics(txn);
+        return TSREMAP_NO_REMAP;
+    }
+    txn_state *st = TSmalloc(sizeof *st);
+    st->r = r;
+    st->settled = false;
+    st->retry_after_s = 0;
+    circuit_rejection rej;
+    st->admitted = circuit_allow(r->b, st, &st->ticket, &rej);
+    if (st->admitted) {
+        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
+    } else {
+        /* AT2: answered here; Traffic Server contacts no origin. */
+        char text[128];
+        int n = circuit_rejection_format(&rej, text, sizeof text - 1);
+        if (n < 0 || (size_t)n >= sizeof text - 1)
+            n = snprintf(text, sizeof text - 1, "circuit %s", circuit_state_name(rej.state));
+        text[n++] = '\n';
+        text[n] = '\0';
+        st->retry_after_s = circuit_retry_after_s(&rej);
+        TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_SERVICE_UNAVAILABLE);
+        TSHttpTxnErrorBodySet(txn, TSstrdup(text), (size_t)n, TSstrdup("text/plain"));
+    }
+    TSUserArgSet(txn, txn_arg, st);
+    TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
+    TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    return TSREMAP_NO_REMAP;
+}

@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""The Traffic Server plugin end to end (docs/CONTRACT.md AT1-AT6).
+
+Each test starts its own nginx and Traffic Server on free ports, in a private
+folder (tests/trafficserver/ats_harness.py), and stops exactly those
+processes by pid when it ends, passed or failed.
+
+usage: at_tests.py --plugin circuit.so --work DIR TEST
+       TEST is one of the functions below named AT..., e.g. AT2_...
+Exit 0: pass; 1: fail; 77: skipped (Traffic Server not installed, outside
+CI; in CI, CI=true, a missing Traffic Server is a failure).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ats_harness import Nginx, TrafficServer, free_port, http_get  # noqa: E402
+
+PLUGIN = None
+WORK = None
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+    print("ok:", what)
+
+
+def wait_for(what, pred, timeout_s=30.0, every_s=0.1):
+    """Polls pred() until it returns a true value (returned), or fails."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = pred()
+        if v:
+            print("ok:", what)
+            return v
+        if time.monotonic() > deadline:
+            raise Fail("timed out waiting: " + what)
+        time.sleep(every_s)
+
+
+def rule(host, origin_port, *params):
+    pp = " ".join("@pparam=" + p for p in params)
+    return f"map http://{host}/ http://127.0.0.1:{origin_port}/ @plugin={PLUGIN} {pp}"
+
+
+def metrics_rule(origin_port):
+    return f"map http://circuit-metrics/ http://127.0.0.1:{origin_port}/ @plugin={PLUGIN} @pparam=metrics"
+
+
+def prom(ts):
+    """The Prometheus rule's exposition as {(name, frozenset(labels)): float}."""
+    status, headers, body = ts.get("/metrics", host="circuit-metrics")
+    if status != 200:
+        raise Fail("the metrics rule answered %d" % status)
+    out = {}
+    for line in body.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^(\w+)(?:\{(.*)\})? (\S+)$', line)
+        if not m:
+            raise Fail("bad exposition line: " + line)
+        labels = frozenset(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out, body
+
+
+def pv(p, name, breaker, **labels):
+    key = (name, frozenset([("breaker", breaker)] + list(labels.items())))
+    return p.get(key)
+
+
+def state_of(ts, breaker):
+    p, _ = prom(ts)
+    for s in ("closed", "open", "half-open", "isolated"):
+        if pv(p, "circuit_state", breaker, state=s) == 1:
+            return s
+    return None
+
+
+def totals(ts, breaker):
+    p, _ = prom(ts)
+    g = lambda n, **kw: int(pv(p, n, breaker, **kw) or 0)  # noqa: E731
+    return {
+        "admitted": g("circuit_calls_admitted_total"),
+        "rejected": g("circuit_calls_rejected_total"),
+        "successes": g("circuit_results_total", outcome="success"),
+        "failures": g("circuit_results_total", outcome="failure"),
+        "ignored": g("circuit_results_total", outcome="ignored"),
+        "late": g("circuit_results_late_total"),
+        "released": g("circuit_tickets_released_total"),
+        "transitions": g("circuit_transitions_total"),
+        "generation": g("circuit_generation"),
+    }
+
+
+def settled(t):
+    return t["successes"] + t["failures"] + t["ignored"] + t["late"] + t["released"]
+
+
+def diags_lines(ts, needle):
+    return [l for l in ts.diags().splitlines() if needle in l]
+
+
+def loads_done(ts):
+    d = ts.diags()
+    return d.count("remap.config finished loading") + d.count("remap.config failed to load")
+
+
+class HungOrigin:
+    """Accepts connections, reads, never answers; counts connections."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+                self.conns.append(c)
+            except OSError:
+                continue
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+# --------------------------------------------------------------------------
+# AT1: a bad parameter refuses the rule with ONE message naming every bad one
+# --------------------------------------------------------------------------
+def AT1_bad_parameters_refused_with_one_message(work):
+    with Nginx(work / "nginx") as origin:
+        bad = rule("bad", origin.port, "name=bad", "window=0", "open-for=5",
+                   "policy=failure-rate:1.5:20", "failure-status=700", "bogus=1")
+        ts = TrafficServer(work / "ats", remap=[rule("good", origin.port, "name=good",
+                                                     "policy=consecutive:3"), bad],
+                           plugins=[PLUGIN], manager=False)
+        try:
+            try:
+                ts.start(timeout_s=20)
+                started = True
+            except RuntimeError:
+                started = False
+            check(not started, "Traffic Server refuses to start on a remap.config whose rule is bad")
+        finally:
+            ts.stop()
+        lines = diags_lines(ts, "circuit: rule 'bad' refused:")
+        ours = [l for l in lines if "[ReverseProxy]" not in l]
+        check(len(ours) == 1, "one message from the plugin for the bad rule (got %d)" % len(ours))
+        msg = ours[0]
+        for bad_param in ("window=0", "open-for=5", "policy=failure-rate:1.5:20",
+                          "failure-status=700", "'bogus'"):
+            check(bad_param in msg, "the message names " + bad_param)
+        check("name=bad" not in msg and "good" not in msg,
+              "the message names no good parameter and no other rule")
+        check(any("remap.config line 2" in l and "circuit: rule 'bad' refused" in l
+                  for l in ts.diags().splitlines()),
+              "Traffic Server's own error line carries the message and the line number")
+        # cross-parameter bounds (circuit_failure_rate_init's): min_results > window
+        shutil.rmtree(work / "ats2", ignore_errors=True)
+        ts2 = TrafficServer(work / "ats2", remap=[rule("w", origin.port, "name=w", "window=10",
+                                                       "policy=failure-rate:0.5:20",
+                                                       "open-for=5s", "open-for-max=1s")],
+                            plugins=[PLUGIN], manager=False)
+        try:
+            try:
+                ts2.start(timeout_s=20)
+                started = True
+            except RuntimeError:
+                started = False
+        finally:
+            ts2.stop()
+        check(not started, "a rule whose MIN_RESULTS exceeds its window is refused")
+        ours = [l for l in diags_lines(ts2, "circuit: rule 'w' refused:") if "[ReverseProxy]" not in l]
+        check(len(ours) == 1 and "exceeds window=10" in ours[0] and "open-for-max=1000000000ns" in ours[0],
+              "one message names MIN_RESULTS against the window and open-for-max against open-for")
+
+
+# --------------------------------------------------------------------------
+# AT2: rejected -> 503 + Retry-After + body naming the state; no origin contact
+# --------------------------------------------------------------------------
+def AT2_rejected_503_retry_after_no_origin_contact(work):
+    with Nginx(work / "nginx") as origin, \
+         TrafficServer(work / "ats", plugins=[PLUGIN], manager=False, remap=[
+             rule("long", origin.port, "name=long", "policy=consecutive:3", "open-for=60s"),
+             rule("short", origin.port, "name=short", "policy=consecutive:2", "open-for=1s",
+                  "probes=2", "successes=2"),
+             f"map http://plain/ http://127.0.0.1:{origin.port}/",
+             metrics_rule(origin.port)]) as ts:
+        check(ts.get("/ok", host="long")[0] == 200, "closed: the request reaches the origin")
+        for _ in range(3):
+            check(ts.get("/fail", host="long")[0] == 500, "the origin's 500 is passed on")
+        wait_for("three 500s opened the breaker", lambda: state_of(ts, "long") == "open")
+        for i in range(20):
+            status, headers, body = ts.get("/ok?while-open=%d" % i, host="long")
+            check(status == 503, "open: 503")
+            ra = headers.get("retry-after")
+            check(ra is not None and re.fullmatch(r"[0-9]+", ra) and 1 <= int(ra) <= 60,
+                  "Retry-After in whole seconds, 1..60 (%r)" % ra)
+            m = re.search(r"retry after ([0-9.]+) s", body.decode())
+            check(b"open" in body and m is not None, "the body names the state: %r" % body)
+            left = float(m.group(1))
+            check(int(ra) == -(-int(left * 1e9) // 1000000000),
+                  "Retry-After %s is the time left (%s s) rounded up" % (ra, m.group(1)))
+        # nginx logs each request it sees; none of these may be there (a
+        # marker in the path, so that a late log line of an earlier request
+        # cannot be mistaken for one)
+        check(origin.count_requests("while-open") == 0,
+              "no request reached the origin while open (nginx's access log)")
+        ts.get("/ok?marker", host="plain")
+        wait_for("nginx's log is being written (a request on a rule without a breaker shows)",
+                 lambda: origin.count_requests("marker") == 1)
+        check(origin.count_requests("while-open") == 0, "still none while open")
+        t = totals(ts, "long")
+        check(t["rejected"] == 20 and t["admitted"] == 4, "20 rejected, 4 admitted: %r" % t)
+        # probes close it: open-for 1s, 2 probe successes close
+        for _ in range(2):
+            ts.get("/fail", host="short")
+        wait_for("short opened", lambda: state_of(ts, "short") == "open")
+        statuses = []
+        def probe_once():
+            statuses.append(ts.get("/ok", host="short")[0])
+            return state_of(ts, "short") == "closed"
+        wait_for("the open period ends and two probe successes close the breaker", probe_once,
+                 timeout_s=20, every_s=0.2)
+        check(statuses.count(200) >= 2, "the probes reached the origin (%r)" % statuses)
+        check(any("breaker short: half-open -> closed" in l for l in ts.diags().splitlines()),
+              "half-open -> closed is logged")
+
+
+# --------------------------------------------------------------------------
+# AT3: every admitted transaction is settled exactly once
+# --------------------------------------------------------------------------
+def AT3_every_transaction_settled_exactly_once(work):
+    hung = HungOrigin()
+    down_port = free_port()   # nothing listens there
+    try:
+        with Nginx(work / "nginx") as origin, \
+             TrafficServer(work / "ats", plugins=[PLUGIN], manager=False, threads=2,
+                           records=["CONFIG proxy.config.http.transaction_no_activity_timeout_out INT 2",
+                                    "CONFIG proxy.config.http.connect_attempts_timeout INT 2"],
+                           remap=[
+                 rule("mix", origin.port, "name=mix", "policy=consecutive:1000000"),
+                 rule("custom", origin.port, "name=custom", "policy=consecutive:1000000",
+                      "failure-status=404"),
+                 f"map http://down/ http://127.0.0.1:{down_port}/ @plugin={PLUGIN} "
+                 "@pparam=name=down @pparam=policy=consecutive:1000000",
+                 f"map http://hung/ http://127.0.0.1:{hung.port}/ @plugin={PLUGIN} "
+                 "@pparam=name=hung @pparam=policy=consecutive:1000000",
+                 f"map http://gone/ http://127.0.0.1:{hung.port}/ @plugin={PLUGIN} "
+                 "@pparam=name=gone @pparam=policy=consecutive:1000000",
+                 metrics_rule(origin.port)]) as ts:
+            # concurrent traffic from 8 client threads over 2 event threads
+            counts = {200: 0, 404: 0, 500: 0}
+            errors = []
+            lock = threading.Lock()
+            paths = ["/ok", "/fail", "/notfound"]
+
+            def client(k):
+                for i in range(60):
+                    try:
+                        s = ts.get(paths[(i + k) % 3], host="mix")[0]
+                        with lock:
+                            counts[s] = counts.get(s, 0) + 1
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(repr(e))
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            check(not errors and sum(counts.values()) == 480,
+                  "480 concurrent requests answered (%r, errors %r)" % (counts, errors[:3]))
+            t = wait_for("mix quiescent: admitted = settled",
+                         lambda: (lambda t: t if t["admitted"] == settled(t) else None)(totals(ts, "mix")))
+            check(t["admitted"] == 480 and t["successes"] == counts[200] + counts[404]
+                  and t["failures"] == counts[500] and t["released"] == 0 and t["late"] == 0,
+                  "each response counted once, by the HTTP classifier (500 failure, 200 and 404 "
+                  "success): %r vs %r" % (t, counts))
+            # failure-status: 404 counts as a failure, 500 does not
+            for p in ("/notfound", "/fail", "/ok"):
+                ts.get(p, host="custom")
+            t = wait_for("custom settled", lambda: (lambda t: t if settled(t) == 3 else None)(totals(ts, "custom")))
+            check(t["failures"] == 1 and t["successes"] == 2,
+                  "failure-status=404: one failure (404), two successes (500, 200): %r" % t)
+            # a connect error is a failure
+            for _ in range(3):
+                s = ts.get("/ok", host="down")[0]
+                check(s in (502, 503, 504), "connect refused: Traffic Server answers %d" % s)
+            t = wait_for("down settled", lambda: (lambda t: t if settled(t) == 3 else None)(totals(ts, "down")))
+            check(t["failures"] == 3 and t["admitted"] == 3, "connect errors are failures: %r" % t)
+            # an origin that never answers: Traffic Server's timeout is a failure
+            s = ts.get("/ok", host="hung", timeout_s=20)[0]
+            check(s == 504, "a hung origin times out: %d" % s)
+            t = wait_for("hung settled", lambda: (lambda t: t if settled(t) == 1 else None)(totals(ts, "hung")))
+            check(t["failures"] == 1, "an origin timeout is a failure: %r" % t)
+            # the client goes away before any origin outcome (in the middle of
+            # its request body): released, counts nothing
+            n_before = len(hung.conns)
+            c = socket.create_connection(("127.0.0.1", ts.port))
+            c.sendall(b"POST /ok HTTP/1.1\r\nHost: gone\r\nContent-Length: 100000\r\n\r\n"
+                      + b"x" * 1000)
+            wait_for("the request reached the (hung) origin", lambda: len(hung.conns) > n_before)
+            c.close()
+            t = wait_for("gone settled", lambda: (lambda t: t if settled(t) == 1 else None)(totals(ts, "gone")),
+                         timeout_s=20)
+            check(t["released"] == 1 and t["failures"] == 0 and t["successes"] == 0,
+                  "a transaction whose client left before any origin outcome is released: %r" % t)
+    finally:
+        hung.close()
+
+
+# --------------------------------------------------------------------------
+# AT4 + AT5: transitions logged, metrics, Prometheus; operator isolate/reset
+# --------------------------------------------------------------------------
+def AT4_AT5_log_metrics_and_operator_control(work):
+    with Nginx(work / "nginx") as origin, \
+         TrafficServer(work / "ats", plugins=[PLUGIN], manager=True, remap=[
+             rule("shop", origin.port, "name=shop", "policy=failure-rate:0.5:4", "window=10",
+                  "open-for=60s", "open-for-max=120s", "probe-timeout=2s",
+                  "failure-status=500-599"),
+             metrics_rule(origin.port)]) as ts:
+        ts.get("/ok", host="shop")
+        for _ in range(3):
+            ts.get("/fail", host="shop")
+        # AT4: the transition in diags.log with its cause and open period
+        line = wait_for("the transition is logged", lambda: diags_lines(ts, "breaker shop: closed -> open"))
+        check(re.search(r"cause policy, open for 60\.000 s", line[0]) is not None,
+              "the log line gives the cause and the open period: " + line[0])
+        check("3 failures in the window" in line[0], "and the counts: " + line[0])
+        # AT4: Traffic Server metrics
+        m = wait_for("traffic_ctl metric match circuit shows the open state",
+                     lambda: (lambda m: m if m.get("plugin.circuit.shop.state") == "2" else None)(
+                         ts.metrics("circuit")), timeout_s=45, every_s=0.5)
+        check(m.get("plugin.circuit.shop.failures") == "3" and
+              m.get("plugin.circuit.shop.successes") == "1" and
+              m.get("plugin.circuit.shop.transitions") == "1",
+              "failures 3, successes 1, transitions 1 as metrics: %r" % m)
+        # AT4: the Prometheus exposition, checked by promtool when present
+        p, body = prom(ts)
+        check(pv(p, "circuit_state", "shop", state="open") == 1, "circuit_state{state=open} 1")
+        promtool = shutil.which("promtool")
+        if promtool:
+            r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True)
+            check(r.returncode == 0, "promtool check metrics accepts the exposition: %s"
+                  % r.stdout.decode() + r.stderr.decode())
+        # AT5: isolate by traffic_ctl
+        ts.ctl("plugin", "msg", "circuit", "isolate shop")
+        wait_for("isolated", lambda: state_of(ts, "shop") == "isolated")
+        status, headers, body = ts.get("/ok?while-isolated", host="shop")
+        check(status == 503 and "retry-after" not in headers and b"isolated" in body,
+              "isolated: 503 without Retry-After, the body names the state (AT2): %d %r %r"
+              % (status, headers.get("retry-after"), body))
+        check(any("breaker shop: open -> isolated" in l and "cause operator" in l
+                  for l in ts.diags().splitlines()), "the isolation is logged with its cause")
+        wait_for("the metric shows isolated (4)",
+                 lambda: ts.metrics("circuit").get("plugin.circuit.shop.state") == "4",
+                 timeout_s=45, every_s=0.5)
+        # AT5: reset by traffic_ctl
+        ts.ctl("plugin", "msg", "circuit", "reset shop")
+        wait_for("closed after reset", lambda: state_of(ts, "shop") == "closed")
+        check(ts.get("/ok?after-reset", host="shop")[0] == 200, "after reset the origin is reached")
+        wait_for("nginx logged the request after the reset",
+                 lambda: origin.count_requests("after-reset") == 1)
+        check(origin.count_requests("while-isolated") == 0, "isolated: no origin contact")
+        # an unknown name is reported, nothing else changes
+        ts.ctl("plugin", "msg", "circuit", "isolate nosuch")
+        wait_for("an unknown breaker is reported",
+                 lambda: diags_lines(ts, "no breaker named 'nosuch'"))
+        check(state_of(ts, "shop") == "closed", "shop unaffected")
+
+
+# --------------------------------------------------------------------------
+# AT6 (+ AT1 at reload): reload under load keeps unchanged breakers
+# --------------------------------------------------------------------------
+def AT6_AT1_reload_under_load_keeps_state_refuses_bad_rule(work):
+    with Nginx(work / "nginx") as origin:
+        P = origin.port
+        keep = rule("keep", P, "name=keep", "policy=consecutive:2", "open-for=120s")
+        steady = rule("steady", P, "name=steady", "policy=consecutive:1000000", "window=64")
+        change_a = rule("change", P, "name=change", "policy=consecutive:3")
+        change_b = rule("change", P, "name=change", "policy=consecutive:4")
+        gone = rule("gone", P, "name=gone", "policy=consecutive:3")
+        new = rule("new", P, "name=new", "policy=consecutive:3")
+        bad = rule("bad", P, "name=bad", "probes=0", "policy=consecutive:x")
+        met = metrics_rule(P)
+        with TrafficServer(work / "ats", plugins=[PLUGIN], manager=True, threads=2,
+                           remap=[keep, steady, change_a, gone, met]) as ts:
+            for _ in range(2):
+                ts.get("/fail", host="keep")
+            wait_for("keep is open", lambda: state_of(ts, "keep") == "open")
+            for _ in range(3):
+                ts.get("/ok", host="change")
+            keep_before = totals(ts, "keep")
+
+            stop = threading.Event()
+            got = {"steady": {}, "keep": {}}
+            errors = []
+            lock = threading.Lock()
+
+            def load(host):
+                while not stop.is_set():
+                    try:
+                        s = http_get(ts.port, "/ok", host=host)[0]
+                        with lock:
+                            got[host][s] = got[host].get(s, 0) + 1
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(repr(e))
+            threads = [threading.Thread(target=load, args=("steady",)) for _ in range(4)]
+            threads.append(threading.Thread(target=load, args=("keep",)))
+            for t in threads:
+                t.start()
+            try:
+                time.sleep(0.5)
+                n = loads_done(ts)
+                ts.reload([keep, steady, change_b, new, met])
+                wait_for("the reload is applied", lambda: loads_done(ts) > n, timeout_s=40)
+                wait_for("requests flow after the reload", lambda: sum(got["steady"].values()) > 50)
+                n = loads_done(ts)
+                ts.reload([keep, steady, change_b, new, bad, met])
+                wait_for("the bad reload is refused", lambda: loads_done(ts) > n, timeout_s=40)
+                time.sleep(0.5)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            check(not errors, "no request failed during the reloads (%r)" % errors[:3])
+            check(set(got["steady"]) == {200} and got["steady"][200] > 50,
+                  "every request on the unchanged healthy rule answered 200: %r" % got["steady"])
+            check(set(got["keep"]) == {503}, "the unchanged open rule rejected throughout: %r"
+                  % got["keep"])
+            # AT6: state and totals kept
+            k = totals(ts, "keep")
+            check(state_of(ts, "keep") == "open" and k["generation"] == keep_before["generation"]
+                  and k["transitions"] == 1, "keep: still open, same generation: %r" % k)
+            check(k["rejected"] == keep_before["rejected"] + got["keep"][503],
+                  "keep: rejections counted across the reloads, none lost: %r" % k)
+            s = wait_for("steady quiescent", lambda: (lambda t: t if t["admitted"] == settled(t)
+                                                      else None)(totals(ts, "steady")))
+            check(s["admitted"] == got["steady"][200] and s["successes"] == got["steady"][200]
+                  and s["released"] == 0 and s["late"] == 0,
+                  "steady: one breaker across the reloads, each response counted exactly once "
+                  "(%d responses): %r" % (got["steady"][200], s))
+            # changed rule: a new breaker; new rule: built; gone: freed
+            c = totals(ts, "change")
+            check(c["admitted"] == 0, "change: new parameters, a new breaker: %r" % c)
+            check(len(diags_lines(ts, "breaker change built")) == 2, "change built twice")
+            check(len(diags_lines(ts, "breaker keep built")) == 1 and
+                  len(diags_lines(ts, "breaker keep kept")) >= 2,
+                  "keep built once, kept by both reloads")
+            check(diags_lines(ts, "breaker gone freed"), "the removed rule's breaker is freed")
+            # AT1 at reload: the bad rule's message, the previous rules still serve
+            ours = [l for l in diags_lines(ts, "circuit: rule 'bad' refused:") if "[ReverseProxy]" not in l]
+            check(len(ours) == 1 and "probes=0" in ours[0] and "policy=consecutive:x" in ours[0],
+                  "one message names both bad parameters: %r" % ours)
+            check(ts.get("/ok", host="new")[0] == 200, "the previous configuration still serves")
+            check(ts.get("/ok", host="bad")[0] == 404, "the refused configuration is not in use")
+
+
+TESTS = {name: fn for name, fn in globals().items() if name.startswith("AT") and callable(fn)}
+
+
+def main():
+    global PLUGIN
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("test", choices=sorted(TESTS))
+    a = ap.parse_args()
+    PLUGIN = str(Path(a.plugin).resolve())
+    missing = [p for p in ("traffic_server", "traffic_manager", "traffic_ctl", "nginx")
+               if shutil.which(p) is None]
+    if missing:
+        msg = "not installed: %s (apt-get install trafficserver nginx-light)" % " ".join(missing)
+        if os.environ.get("CI") == "true":
+            print("FAIL: " + msg)
+            return 1
+        print("SKIP: " + msg)
+        return 77
+    work = Path(a.work).resolve() / a.test
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        TESTS[a.test](work)
+    except Fail as e:
+        print("FAIL:", e)
+        for log in sorted(work.rglob("diags.log")):
+            print("---- %s (last 40 lines)" % log)
+            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+        return 1
+    print("PASS:", a.test)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
