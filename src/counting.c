@@ -43,7 +43,7 @@
  * one other result got in first. */
 #define CAS_BACKOFF_FIRST 16u
 
-/* The probe policy's answer, checked (P2: any other value aborts). */
+/* The probe policy's answer, checked (S4: any other value aborts). */
 static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
 {
     circuit_state d = b->policy.probe(b->policy.arg, c);
@@ -166,12 +166,6 @@ static bool count_slow(circuit_breaker *b, uint32_t gen, bool failure, void *cal
     }
 }
 
-bool circuit__count_fast(circuit_breaker *b, uint32_t gen)
-{
-    /* acquire: pairs with the CAS that entered the fast interval */
-    uint64_t lo = circuit__ld128_lo_acq(&b->core);
-    return circuit__fast(lo) && circuit__gen(lo) == gen && circuit__fast_success(b, lo);
-}
 
 bool circuit__count(circuit_breaker *b, uint32_t gen, circuit_outcome o, void *call_ctx,
                     int64_t now, bool have_now)

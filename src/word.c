@@ -1,17 +1,7 @@
 /*
- * The state word (word.h): its CAS and the widening of generation tags.
+ * The state word (word.h): the widening of generation tags.
  */
 #include "word.h"
-
-bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired)
-{
-#ifdef CIRCUIT_TESTING
-    circuit__test_count_core_cas();
-#endif
-    /* sc: a release for what was prepared before (per-CPU records, slot 0,
-     * the reopen count), an acquire for what the winner reads next */
-    return circuit__cas128_sc(&b->core, expected, desired);
-}
 
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
 {

@@ -128,11 +128,22 @@ static inline uint64_t circuit__ledger_key(uint64_t fast_lo)
     return ((uint64_t)circuit__gen(fast_lo) << 32) | circuit__lo31(fast_lo);
 }
 
-/* ---- word.c ---------------------------------------------------------------- */
+/* ---- the CAS, and word.c ------------------------------------------------------ */
 
-/* The CAS of the state word (sc: table core); the test build counts the
- * attempts (L6 test). On failure *expected is the value the word held. */
-bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired);
+/* The CAS of the state word; the test build counts the attempts (L6 test).
+ * On failure *expected is the value the word held. Inline: it is the one
+ * shared write of every slow-path decision. */
+static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected,
+                                     circuit__u128 desired)
+{
+#ifdef CIRCUIT_TESTING
+    circuit__test_count_core_cas();
+#endif
+    /* sc: a release for what was prepared before (per-CPU records, slot 0,
+     * the reopen count), an acquire for what the winner reads next (table:
+     * core) */
+    return circuit__cas128_sc(&b->core, expected, desired);
+}
 
 /* The 64-bit generation a tag stands for: the one with this tag nearest to
  * gen64 (see above). */
