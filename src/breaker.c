@@ -62,11 +62,31 @@ _Static_assert(sizeof(struct circuit_breaker) <= CIRCUIT_FOOTPRINT_FIXED,
                "the fixed part documented at CIRCUIT_FOOTPRINT_MAX");
 _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "one line per CPU");
 
+/* The CPUs configured, read once per process: glibc answers
+ * sysconf(_SC_NPROCESSORS_CONF) by reading /sys/devices/system/cpu, which
+ * was half the cost of building a breaker. Threads that race on the first
+ * call each compute the same value and store it; 0 means not yet known. */
+static uint64_t cpus_cache;
+
 static uint32_t cpus_configured(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_CONF);
-    return n < 1 ? 1u : n > 4096 ? 4096u : (uint32_t)n;
+    /* relaxed: the value is the whole message; every thread that computes
+     * it computes the same number */
+    uint64_t n = circuit__ld_rlx(&cpus_cache);
+    if (n != 0)
+        return (uint32_t)n;
+    long c = sysconf(_SC_NPROCESSORS_CONF);
+    n = c < 1 ? 1u : c > 4096 ? 4096u : (uint64_t)c;
+    circuit__st_rlx(&cpus_cache, n); /* relaxed: see above */
+    return (uint32_t)n;
 }
+
+/* Salts handed to breakers whose spec leaves salt at 0: 1, 2, 3, ... in
+ * the order they are built in this process. */
+static uint64_t salt_next;
+
+/* The frames of the callbacks running on this thread (internal.h). */
+__thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
 
 /* CFG4: the pointers circuit_new needs. */
 static void check_spec(circuit_breaker **out, const circuit_spec *spec)
@@ -82,57 +102,42 @@ static void check_spec(circuit_breaker **out, const circuit_spec *spec)
         circuit__abort("circuit_new: policy.probe is NULL");
     if (!spec->classify)
         circuit__abort("circuit_new: classify is NULL");
-    if (!spec->observe)
-        circuit__abort("circuit_new: observe is NULL");
+    /* observe may be NULL (CFG4 as amended in 0.3): no observer */
 }
 
-/* Gives back whatever breaker_alloc allocated (any part may be NULL). */
-static void breaker_release_memory(circuit_breaker *b)
-{
-    free(b->pcpu);
-    free(b->bitmap);
-    free(b->slots);
-    free(b->ring);
-    free(b);
-}
-
-/* The breaker and its arrays, zeroed, sizes and footprint set (the only
- * allocations of a breaker's life, CFG3); NULL when memory ran out. */
+/* The breaker and its arrays in ONE block, zeroed, carved in this order:
+ * the breaker (a multiple of 64 bytes), the per-CPU lines (64-byte
+ * aligned), the probe slots (16-byte aligned), the window ring and the slot
+ * bitmap; sizes and footprint set. The only allocation of a breaker's life
+ * (CFG3); NULL when memory ran out. */
 static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t ncpu)
 {
+    _Static_assert(sizeof(circuit_breaker) % 64 == 0, "the per-CPU lines stay aligned");
+    _Static_assert(sizeof(circuit__pcpu) % 16 == 0, "the probe slots stay aligned");
     uint32_t words = (probes + 31u) / 32u;
-    circuit_breaker *b = NULL;
-    if (posix_memalign((void **)&b, 64, sizeof *b) != 0)
-        return NULL;
-    memset(b, 0, sizeof *b);
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
     size_t bm_bytes = (size_t)words * sizeof(uint64_t);
     size_t pcpu_bytes = (size_t)ncpu * sizeof(circuit__pcpu);
-    if (ring_bytes && !(b->ring = calloc(window, sizeof(uint64_t))))
-        goto nomem;
-    if (posix_memalign((void **)&b->slots, 16, slot_bytes) != 0) {
-        b->slots = NULL;
-        goto nomem;
-    }
-    memset(b->slots, 0, slot_bytes);
-    if (!(b->bitmap = calloc(words, sizeof(uint64_t))))
-        goto nomem;
-    if (posix_memalign((void **)&b->pcpu, 64, pcpu_bytes) != 0) {
-        b->pcpu = NULL;
-        goto nomem;
-    }
-    memset(b->pcpu, 0, pcpu_bytes);
+    size_t total = sizeof(circuit_breaker) + pcpu_bytes + slot_bytes + ring_bytes + bm_bytes;
+    circuit_breaker *b = NULL;
+    if (posix_memalign((void **)&b, 64, total) != 0)
+        return NULL;
+    memset(b, 0, total);
+    char *at = (char *)b + sizeof *b;
+    b->pcpu = (circuit__pcpu *)(void *)at;
+    at += pcpu_bytes;
+    b->slots = (circuit__u128 *)(void *)at;
+    at += slot_bytes;
+    b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
+    at += ring_bytes;
+    b->bitmap = (uint64_t *)(void *)at;
     b->window = window;
     b->probes = probes;
     b->bitmap_words = words;
     b->ncpu = ncpu;
-    b->footprint = sizeof *b + ring_bytes + slot_bytes + bm_bytes + pcpu_bytes;
+    b->footprint = total;
     return b;
-
-nomem:
-    breaker_release_memory(b);
-    return NULL;
 }
 
 int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
@@ -155,6 +160,8 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->observe_arg = spec->observe_arg;
     b->open_for = spec->open_for;
     b->open_for_arg = spec->open_for_arg;
+    /* relaxed: only the uniqueness of the value matters, no order */
+    b->salt = spec->salt ? spec->salt : circuit__faa_rlx(&salt_next, 1) + 1;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
     circuit__pcpu_init(b); /* the state word: closed, generation 0 */
@@ -170,9 +177,17 @@ void circuit_free(circuit_breaker *b)
     if (!b)
         return;
     circuit__check_breaker(b, "circuit_free");
+    /* CFG4 (0.3): freeing a breaker from inside one of its own callbacks
+     * would leave the call that runs the callback reading freed memory. */
+    for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
+        if (f->b == b)
+            circuit__abort("circuit_free: called from inside %s of the same breaker; a breaker "
+                           "cannot be freed by its own callbacks (free it after the call that "
+                           "ran %s has returned)",
+                           f->what, f->what);
     circuit__delivery_destroy(b);
     b->magic = 0;
-    breaker_release_memory(b);
+    free(b); /* the one block (breaker_alloc) */
 }
 
 /* ---- admission ------------------------------------------------------------- */
@@ -217,8 +232,10 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
     circuit__slot0 slot0 = {false, 0, 0};
     for (;;) {
         circuit__u128 c = circuit__advance(b, now, call_ctx, &slot0);
-        uint32_t gen = circuit__gen(c.lo);
-        switch (circuit__code(c.lo)) {
+        /* slot0.held: this call made open -> half-open and is that
+         * generation's first probe (S3), whatever the state is now */
+        uint32_t gen = slot0.held ? slot0.gen : circuit__gen(c.lo);
+        switch (slot0.held ? CIRCUIT__ST_HALF_OPEN : circuit__code(c.lo)) {
         case CIRCUIT__ST_CLOSED:
             CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
             admit(b, tk, call_ctx, gen, CIRCUIT__NO_SLOT, 0);
@@ -237,7 +254,8 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
         default: /* half-open */
             break;
         }
-        CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
+        if (!slot0.held)
+            CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
         uint32_t slot, reuse;
         circuit__admit a = circuit__probe_admit(b, gen, now, &slot0, &slot, &reuse);
         if (a == CIRCUIT__FULL)
@@ -281,9 +299,13 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
 /* ---- settling ------------------------------------------------------------------ */
 
 /* The caller's classify, its answer checked (an invalid outcome aborts). */
-static circuit_outcome classify(const circuit_breaker *b, const circuit__ticket *tk, int result)
+static circuit_outcome classify(circuit_breaker *b, const circuit__ticket *tk, int result)
 {
-    circuit_outcome o = b->classify(b->classify_arg, tk->call_ctx, result);
+    circuit_outcome o;
+    {
+        CIRCUIT__CB_FRAME(frame, b, "classify");
+        o = b->classify(b->classify_arg, tk->call_ctx, result);
+    }
     if (o != CIRCUIT_SUCCESS && o != CIRCUIT_FAILURE && o != CIRCUIT_IGNORED)
         circuit__abort("classify returned an invalid outcome (%d) for result %d; it must "
                        "return CIRCUIT_SUCCESS, CIRCUIT_FAILURE or CIRCUIT_IGNORED",
@@ -426,6 +448,12 @@ int circuit_reset(circuit_breaker *b, void *call_ctx)
 }
 
 /* ---- the pure read ------------------------------------------------------------ */
+
+uint64_t circuit_get_salt(const circuit_breaker *b)
+{
+    circuit__check_breaker(b, "circuit_get_salt");
+    return b->salt;
+}
 
 circuit_state circuit_get_state(const circuit_breaker *b)
 {

@@ -46,12 +46,23 @@
 /* The probe policy's answer, checked (S4: any other value aborts). */
 static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
 {
-    circuit_state d = b->policy.probe(b->policy.arg, c);
+    circuit_state d;
+    {
+        CIRCUIT__CB_FRAME(frame, b, "probe");
+        d = b->policy.probe(b->policy.arg, c);
+    }
     if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
         circuit__abort("probe policy returned an invalid state (%d); it must return "
                        "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
                        (int)d);
     return d;
+}
+
+/* The trip policy's answer (S2). */
+static bool ask_trip(circuit_breaker *b, const circuit_counts *cnt)
+{
+    CIRCUIT__CB_FRAME(frame, b, "trip");
+    return b->policy.trip(b->policy.arg, cnt);
 }
 
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
@@ -124,7 +135,7 @@ static bool count_slow(circuit_breaker *b, uint32_t gen, bool failure, void *cal
         if (code == CIRCUIT__ST_CLOSED) {
             /* S2: trip is asked after a failure, and after a success only
              * when the window held a failure before it */
-            if ((failure || circuit__hi_fail(c.hi) > 0) && b->policy.trip(b->policy.arg, &cnt)) {
+            if ((failure || circuit__hi_fail(c.hi) > 0) && ask_trip(b, &cnt)) {
                 if (!have_now) {
                     now = circuit__now();
                     have_now = true;

@@ -186,7 +186,10 @@ void circuit__deliver(circuit_breaker *b)
                 circuit__faa_rlx(&b->pending, (uint64_t)-1); /* relaxed: a hint */
                 g.current = n;
                 circuit_transition tr = n->tr;
-                b->observe(b->observe_arg, n->call_ctx, &tr);
+                if (b->observe) { /* NULL: no observer (CFG4 as amended in 0.3) */
+                    CIRCUIT__CB_FRAME(frame, b, "observe");
+                    b->observe(b->observe_arg, n->call_ctx, &tr);
+                }
                 g.current = NULL;
                 node_put(b, n);
             }

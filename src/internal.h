@@ -141,6 +141,7 @@ struct circuit_breaker {
     void *observe_arg;
     circuit_open_for_fn open_for;
     void *open_for_arg;
+    uint64_t salt;                 /* circuit_open_info.salt: the spec's, or a process-unique one */
     uint32_t window;
     uint32_t probes;
     uint64_t seq_mod;              /* window * floor(2^31 / window) */
@@ -198,6 +199,41 @@ typedef struct circuit__ticket {
 } circuit__ticket;
 
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
+
+/* ---- callbacks in progress (CFG4: circuit_free from a callback) ---------- */
+/* Each call of a caller's callback (classify, trip, probe, open_for,
+ * observe) pushes a frame on a per-thread list for as long as it runs, so
+ * that circuit_free can refuse a breaker one of whose callbacks is below it
+ * on this thread's stack: freeing it there would leave the call that runs
+ * the callback to read freed memory. The list lives in the callers' stack
+ * frames; it is per-thread (never shared), so it needs no atomics.
+ * Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the
+ * circuit_done path. */
+typedef struct circuit__cb_frame {
+    const struct circuit_breaker *b;
+    const char *what; /* "classify", "trip", "probe", "open_for", "observe" */
+    struct circuit__cb_frame *prev;
+} circuit__cb_frame;
+
+extern __thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
+
+static inline void circuit__cb_enter(circuit__cb_frame *f, const struct circuit_breaker *b,
+                                     const char *what)
+{
+    f->b = b;
+    f->what = what;
+    f->prev = circuit__cb_top;
+    circuit__cb_top = f;
+}
+
+/* Declared with __attribute__((cleanup)) on the frame, so that a callback
+ * that unwinds (C++ exception, pthread_exit; the library is built with
+ * -fexceptions) pops its frame too. */
+static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f->prev; }
+
+#define CIRCUIT__CB_FRAME(name, b, what)                                                    \
+    circuit__cb_frame name __attribute__((cleanup(circuit__cb_leave)));                     \
+    circuit__cb_enter(&name, (b), (what))
 
 /* ---- ground services -------------------------------------------------------- */
 

@@ -257,17 +257,13 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
                                     circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse)
 {
     if (slot0 && slot0->held) {
-        /* Slot 0, reserved with its due time before this caller's own
-         * open -> half-open transition (S3): its probe slot. */
+        /* S3: slot 0, reserved with its due time before the CAS of this
+         * caller's own open -> half-open transition, is its probe slot from
+         * that CAS on: admitted even if the state has moved on since (its
+         * result is then late, T6). */
         *slot = 0;
         *reuse = slot0->reuse;
         slot0->held = false;
-        if (core_gen(b) != gen) {
-            /* The state moved on while we were stopped (T6): give the
-             * slot back and decide again in the new state. */
-            slot_free(b, 0, gen, *reuse, false, 0);
-            return CIRCUIT__STALE;
-        }
         return CIRCUIT__ADMITTED;
     }
     bool stale;
@@ -400,13 +396,12 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0)
 {
-    circuit__u128 c;
     for (;;) {
-        c = circuit__ld128_acq(&b->core); /* acquire: table core */
+        circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
         unsigned code = circuit__code(c.lo);
         if (code == CIRCUIT__ST_OPEN) {
             if (!circuit__open_over(c.hi, now))
-                break; /* still open: hi is the end of the open period */
+                return c; /* still open: hi is the end of the open period */
             uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;
             if (!slot0_reserve(b, g1, c.lo, now, &reuse))
@@ -414,25 +409,22 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
             static const circuit_counts zero = {0, 0, 0, 0, 0};
             if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
                                     call_ctx)) {
-                if (slot0 && !slot0->held) {
+                if (slot0) {
+                    /* S3: an allow made the transition, so the reservation
+                     * is its probe slot from the CAS on: it is admitted in
+                     * that same step, whatever other threads do next.
+                     * Return at once (nothing else can be due yet). */
                     slot0->held = true;
                     slot0->gen = g1;
                     slot0->reuse = reuse;
-                } else {
-                    slot_free(b, 0, g1, reuse, false, 0);
+                    return c;
                 }
+                slot_free(b, 0, g1, reuse, false, 0); /* not a probe */
             }
             continue;
         }
         if (code == CIRCUIT__ST_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
             continue;
-        break;
+        return c;
     }
-    if (slot0 && slot0->held &&
-        (circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN || circuit__gen(c.lo) != slot0->gen)) {
-        /* The state moved on past the half-open state we opened. */
-        slot_free(b, 0, slot0->gen, slot0->reuse, false, 0);
-        slot0->held = false;
-    }
-    return c;
 }

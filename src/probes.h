@@ -25,9 +25,9 @@ typedef enum circuit__admit {
     CIRCUIT__STALE     /* the state moved on: read the word and decide again */
 } circuit__admit;
 
-/* Probe slot 0, kept for the allow that made open -> half-open itself (S3):
- * filled by circuit__advance, taken by circuit__probe_admit, and given back
- * by circuit__advance when the state moved past that half-open state. */
+/* Probe slot 0, reserved for the allow that makes open -> half-open itself
+ * (S3): filled by circuit__advance (which then returns at once), taken by
+ * circuit__probe_admit, which admits that allow in the same step. */
 typedef struct circuit__slot0 {
     bool held;
     uint32_t gen;
@@ -41,8 +41,8 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0);
 
 /* Admits one probe into the half-open state of generation `gen`: slot0's
- * slot when it holds one, else a free slot with its timeout due at now +
- * probe_timeout_ns. */
+ * slot when it holds one (always ADMITTED, S3; gen is then slot0->gen),
+ * else a free slot with its timeout due at now + probe_timeout_ns. */
 circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
                                     circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse);
 

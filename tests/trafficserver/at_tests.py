@@ -395,6 +395,24 @@ def AT4_AT5_log_metrics_and_operator_control(work):
         check(state_of(ts, "shop") == "closed", "shop unaffected")
 
 
+def AT4_breakers_beyond_the_metrics_table(work):
+    """More breakers than Traffic Server's records table holds metrics for
+    (2 500 entries by default, 13 per breaker): the rest still work, are in
+    the Prometheus exposition, and the log says they have no metrics (9.2
+    hands out an id it cannot set; setting it crashed the server)."""
+    with Nginx(work / "nginx") as origin:
+        rules = [rule("r%d" % i, origin.port, "name=r%d" % i, "policy=consecutive:3")
+                 for i in range(130)]
+        with TrafficServer(work / "ats", plugins=[PLUGIN], manager=False,
+                           remap=rules + [metrics_rule(origin.port)]) as ts:
+            check(ts.get("/ok", host="r129")[0] == 200, "the last rule serves")
+            check(diags_lines(ts, "breaker r129: no room for the metric")
+                  or diags_lines(ts, "no room for the metric"),
+                  "the log names a breaker without metrics")
+            t = totals(ts, "r129")
+            check(t["admitted"] == 1, "the Prometheus rule shows the last breaker: %r" % t)
+
+
 # --------------------------------------------------------------------------
 # AT6 (+ AT1 at reload): reload under load keeps unchanged breakers
 # --------------------------------------------------------------------------
