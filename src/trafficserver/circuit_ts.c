@@ -450,6 +450,8 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         fmt_duration(b, sizeof b, p->open_for_ns);
         err_add(&e, "open-for-max=%s (must be >= open-for=%s)", a, b);
     }
+    if (!have_max && p->jitter != 0.0)
+        err_add(&e, "jitter=%g (only with open-for-max: it cuts the doubling periods)", p->jitter);
     if (!have_max)
         p->open_for_max_ns = 0;
     return e.n == 0;

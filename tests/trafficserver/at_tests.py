@@ -156,7 +156,7 @@ class HungOrigin:
 def AT1_bad_parameters_refused_with_one_message(work):
     with Nginx(work / "nginx") as origin:
         bad = rule("bad", origin.port, "name=bad", "window=0", "open-for=5",
-                   "policy=failure-rate:1.5:20", "failure-status=700", "bogus=1")
+                   "policy=failure-rate:1.5:20", "failure-status=700", "bogus=1", "jitter=0.2")
         ts = TrafficServer(work / "ats", remap=[rule("good", origin.port, "name=good",
                                                      "policy=consecutive:3"), bad],
                            plugins=[PLUGIN], manager=False)
@@ -174,7 +174,7 @@ def AT1_bad_parameters_refused_with_one_message(work):
         check(len(ours) == 1, "one message from the plugin for the bad rule (got %d)" % len(ours))
         msg = ours[0]
         for bad_param in ("window=0", "open-for=5", "policy=failure-rate:1.5:20",
-                          "failure-status=700", "'bogus'"):
+                          "failure-status=700", "'bogus'", "jitter=0.2 (only with open-for-max"):
             check(bad_param in msg, "the message names " + bad_param)
         check("name=bad" not in msg and "good" not in msg,
               "the message names no good parameter and no other rule")
