@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <urcu/compiler.h>
 
-#include "internal.h"
+#include "delivery.h"
 
 #define POOL_ALL ((UINT64_C(1) << CIRCUIT_TRANSITION_POOL) - 1)
 

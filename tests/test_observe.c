@@ -430,7 +430,7 @@ static fx *o4_fx;
 static void o4_hook(circuit_test_point p, void *arg)
 {
     (void)arg;
-    if (p == CIRCUIT_TP_ALLOW_BEFORE_CAS && o4_seen && *o4_seen < 0)
+    if (p == CIRCUIT_TP_ALLOW_BEFORE_ADMIT && o4_seen && *o4_seen < 0)
         *o4_seen = A_LOAD(&o4_fx->log.n);
 }
 
