@@ -111,7 +111,7 @@ void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *ca
     n->next = NULL;
     n->tr = *tr;
     n->call_ctx = call_ctx;
-    circuit__faa_rlx(&b->pending, 1); /* relaxed: a hint for finish_call */
+    circuit__faa_rlx(&b->pending, 1); /* relaxed: a hint for circuit__deliver_pending */
     /* liburcu's push is inline assembly TSan cannot see: mark the edge from
      * filling the record to the deliverer reading it. (The push itself is a
      * full-barrier CAS in liburcu: the record's contents are visible to
@@ -119,7 +119,7 @@ void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *ca
     circuit__tsan_release(n);
     cds_lfs_push(&b->stack, &n->lfs);
     CIRCUIT__HOOK(CIRCUIT_TP_AFTER_PUBLISH);
-    /* The caller delivers (finish_call in breaker.c) before its call returns:
+    /* The caller delivers (circuit__deliver_pending) before its call returns:
      * it sees its own increment of `pending`, so it always tries the flag. */
 }
 

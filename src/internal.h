@@ -107,15 +107,15 @@ enum circuit__total {
  *  {sealed,id,n} seal and enter's prepare (cas_acq) sum after the seal),       coherence orders counts and seals;
  *                                                   fast_pending (ld_acq)      enter's prepare is published by the
  *                                                                              core CAS to fast X (release)
- * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_acq)         none for the count (RMW keeps it
- *  (M1)                                                                        exact); the acquire loads keep the
- *                                                                              sum before get_stats' second look
+ * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_rlx)         none: the RMW keeps each total
+ *  (M1)                                                                        exact; a reader sums values each
+ *                                                                              held, no other read depends on them
  * folded         fold's ledger_add (cas128_sc, only get_stats, ledger_add     once per fast interval, keyed by
  *  {key, sum}    while core is still fast X)        (ld128_acq)                {gen, id}; acquire: before the check
  * next_id        enter_fast (faa_rlx)               -                          none: uniqueness only
  * transitions    transition maker (faa_rlx)         get_stats (ld_rlx)         none: a total
  * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
- * pending        publish (faa_rlx +1), deliverer    finish_call, allow         a hint only: a publisher delivers
+ * pending        publish (faa_rlx +1), deliverer    deliver_pending            a hint only: a publisher delivers
  *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
  * delivering     deliverer: cas_acq 0 -> 1,         -                          the role: release store -> the next
  *                st_rel 1 -> 0                                                 holder's acquire CAS (held, next_gen)

@@ -116,10 +116,25 @@ def upstream_port():
 
 
 def children(pid):
+    """The pids of pid's children: /proc/PID/task/PID/children, or, on a
+    kernel without it (CONFIG_PROC_CHILDREN off), every /proc/N/stat whose
+    parent pid is pid."""
     try:
         return [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
-        return []
+        pass
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = st[st.rfind(")") + 2:].split()   # after "pid (comm) "
+        if len(fields) > 1 and fields[1] == str(pid):
+            kids.append(int(d))
+    return kids
 
 
 class Upstream:
