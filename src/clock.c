@@ -74,6 +74,18 @@ uint64_t circuit_test_core_cas_attempts(void)
     return __atomic_load_n(&test_core_cas, __ATOMIC_RELAXED);
 }
 
+static uint64_t test_stats_passes;
+
+void circuit__test_count_stats_pass(void)
+{
+    __atomic_fetch_add(&test_stats_passes, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t circuit_test_stats_passes(void)
+{
+    return __atomic_load_n(&test_stats_passes, __ATOMIC_RELAXED);
+}
+
 void circuit__test_hook(circuit_test_point p)
 {
     circuit_test_hook_fn fn = __atomic_load_n(&test_hook, __ATOMIC_ACQUIRE);

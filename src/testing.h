@@ -24,7 +24,7 @@ void    circuit_test_clock_use_real(bool real);
 
 /* ---- park points (SPEC L1 progress tests) ------------------------------ */
 typedef enum circuit_test_point {
-    CIRCUIT_TP_ALLOW_BEFORE_CAS = 1,  /* allow: state word loaded, before its CAS / decision */
+    CIRCUIT_TP_ALLOW_BEFORE_ADMIT = 1, /* allow: state word loaded, before the ticket is admitted */
     CIRCUIT_TP_DONE_BEFORE_CAS,       /* done: counts computed, before the CAS that counts */
     CIRCUIT_TP_RELEASE_BEFORE_CAS,    /* release: before the CAS that settles the ticket */
     CIRCUIT_TP_DELIVERY_WON,          /* a thread has just won the delivery role */
@@ -62,6 +62,11 @@ int64_t circuit_test_pending(const circuit_breaker *b);
 /* CAS attempts on any breaker's state word since the process started (all
  * threads; the L6 test: healthy successes attempt none). */
 uint64_t circuit_test_core_cas_attempts(void);
+
+/* Passes circuit_get_stats made over the per-CPU lines since the process
+ * started (all breakers, all threads): one per call unless a read has to
+ * start again (the M1 bounded-read test). */
+uint64_t circuit_test_stats_passes(void);
 
 /* True while the breaker is in the per-CPU fast mode (closed, no failure in
  * the window, SPEC L6). */

@@ -46,7 +46,18 @@ static account acct;               /* what the traffic threads were told */
 static uint64_t op_begun, op_done; /* operator transitions begun / finished */
 static int stop;
 static int64_t violations;
+#if defined(__SANITIZE_THREAD__)
+#define SLOW_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLOW_BUILD 1
+#endif
+#endif
+#ifdef SLOW_BUILD
+static long reads = 300000; /* TSan: about 10 times slower */
+#else
 static long reads = 2000000;
+#endif
 
 static void violation(const char *fmt, uint64_t a, uint64_t b_, uint64_t c)
 {
