@@ -73,7 +73,7 @@
  * The SPIN model in tests/model/spin/ checks this protocol exhaustively for
  * small bounds.
  */
-#include "internal.h"
+#include "percpu.h"
 
 #define FAST_SEALED (UINT64_C(1) << 63)
 #define FAST_COUNT_MAX UINT64_C(0xffffffff)
@@ -88,13 +88,16 @@ static inline uint64_t fast_count(uint64_t r) { return r & FAST_COUNT_MAX; }
 void circuit__pcpu_init(circuit_breaker *b)
 {
     /* Before the breaker is shared: the records of the first interval
-     * (id 1, named by the initial word). */
+     * (id 1), and the word that names it: closed, generation 0, fast. */
     for (uint32_t i = 0; i < b->ncpu; i++)
         b->pcpu[i].fast = fast_make(1, 0);
     b->next_id = 1;
+    circuit__st128_init(&b->core, (circuit__u128){circuit__mklo(CIRCUIT__ST_CLOSED, 0, 1) |
+                                                      CIRCUIT__LO_FAST,
+                                                  circuit__mkfhi(0, false, 0)});
 }
 
-circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo)
+bool circuit__fast_success(circuit_breaker *b, uint64_t lo)
 {
     uint32_t id = circuit__lo31(lo);
     uint64_t *rec = &circuit__my_cpu(b)->fast;
@@ -104,12 +107,12 @@ circuit__fast_result circuit__fast_success(circuit_breaker *b, uint64_t lo)
     CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
     for (;;) {
         if ((v & FAST_SEALED) || fast_id(v) != id || fast_count(v) == FAST_COUNT_MAX)
-            return CIRCUIT__FAST_NO;
+            return false;
         /* relaxed: the fold's seal is an RMW on this record and so sees
          * this count or makes this CAS fail; nothing else is published (as
          * an RMW it continues the release sequence of the entry's reset) */
         if (circuit__cas_rlx(rec, &v, v + 1))
-            return CIRCUIT__FAST_COUNTED;
+            return true;
     }
 }
 
@@ -241,7 +244,7 @@ bool circuit__enter_fast(circuit_breaker *b, circuit__u128 *c, circuit__u128 slo
     CIRCUIT__HOOK(CIRCUIT_TP_ENTRY_BEFORE_CAS);
     uint32_t seq = circuit__seq(slow.lo);
     bool full = (slow.hi & CIRCUIT__HI_FULL) != 0;
-    circuit__u128 fast = {circuit__mklo(circuit__st(slow.lo), circuit__gen(slow.lo), id) |
+    circuit__u128 fast = {circuit__mklo(circuit__code(slow.lo), circuit__gen(slow.lo), id) |
                               CIRCUIT__LO_FAST,
                           circuit__mkfhi(seq, full, circuit__hi_run(slow.hi))};
     /* the CAS is a release: the records prepared above are visible to whoever

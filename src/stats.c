@@ -31,14 +31,13 @@
  *     again (interval Y), are those as of Y's entry (records not added):
  *     Y was entered during this call, so that is a value the counts held.
  */
-#include "internal.h"
+#include "counting.h"
+#include "percpu.h"
+#include "probes.h"
 
 void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
 {
-    if (!b)
-        circuit__abort("circuit_get_stats: breaker is NULL");
-    if (b->magic != CIRCUIT__MAGIC)
-        circuit__abort("circuit_get_stats: breaker was not built by circuit_new (or was freed)");
+    circuit__check_breaker(b, "circuit_get_stats");
     if (!out)
         circuit__abort("circuit_get_stats: out is NULL");
 
@@ -87,11 +86,11 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
     s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */
 
-    unsigned st = circuit__st(c.lo);
+    unsigned code = circuit__code(c.lo);
     uint32_t tag = circuit__gen(c.lo);
-    s.state = circuit__pub_state(st);
+    s.state = circuit__pub_state(code);
     s.generation = circuit__gen_widen(b, tag);
-    if (st == CIRCUIT__ST_OPEN) {
+    if (code == CIRCUIT__ST_OPEN) {
         int64_t now = circuit__now();
         if (circuit__open_over(c.hi, now)) {
             /* what circuit_get_state reports: half-open, not yet made */
@@ -100,7 +99,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         } else {
             s.retry_after_ns = circuit__open_left(c.hi, now);
         }
-    } else if (st == CIRCUIT__ST_HALF_OPEN) {
+    } else if (code == CIRCUIT__ST_HALF_OPEN) {
         s.probes_in_flight = circuit__probes_in_flight(b, tag);
     }
     *out = s;

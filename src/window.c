@@ -47,7 +47,7 @@
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
  * counting window.
  */
-#include "internal.h"
+#include "window.h"
 
 #define REC_VALID (UINT64_C(1) << 63)
 
@@ -71,7 +71,7 @@ static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
          * record first. acquire: ordered before the CAS below. */
         uint64_t lo = circuit__ld128_lo_acq(&b->core);
         if (circuit__gen(lo) != gen || circuit__fast(lo) ||
-            circuit__st(lo) == CIRCUIT__ST_OPEN || circuit__st(lo) == CIRCUIT__ST_ISOLATED ||
+            circuit__code(lo) == CIRCUIT__ST_OPEN || circuit__code(lo) == CIRCUIT__ST_ISOLATED ||
             circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
             return;
         /* the write needs no release (our next state-word CAS publishes it
@@ -117,42 +117,6 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
     ring_write(b, circuit__gen(c.lo), prev);
 }
 
-void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
-{
-    circuit__counts_with(b, c, circuit__fast(c.lo) ? circuit__fast_pending(b, c.lo) : 0, out);
-}
-
-void circuit__counts_with(const circuit_breaker *b, circuit__u128 c, uint64_t add,
-                          circuit_counts *out)
-{
-    unsigned st = circuit__st(c.lo);
-    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED) {
-        *out = (circuit_counts){0, 0, 0, 0, 0};
-        return;
-    }
-    if (circuit__fast(c.lo)) {
-        /* fast mode: the counts as of the interval's start plus `add`, the
-         * successes the per-CPU records hold (read, not folded) */
-        uint64_t seq = circuit__fhi_seq(c.hi);
-        bool full = (c.hi & CIRCUIT__FHI_FULL) || seq + add >= b->window;
-        uint64_t run = circuit__fhi_run(c.hi) + add;
-        out->successes = full ? (int64_t)b->window : (int64_t)(seq + add);
-        out->failures = 0;
-        out->consecutive_successes = run > (uint64_t)CIRCUIT_RUN_MAX ? CIRCUIT_RUN_MAX : (int64_t)run;
-        out->consecutive_failures = 0;
-        out->timed_out = 0;
-        return;
-    }
-    int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
-    int64_t f = circuit__hi_fail(c.hi);
-    int64_t run = circuit__hi_run(c.hi);
-    bool last_fail = (c.hi & CIRCUIT__HI_LAST_FAIL) != 0;
-    out->successes = n - f;
-    out->failures = f;
-    out->consecutive_successes = last_fail ? 0 : run;
-    out->consecutive_failures = last_fail ? run : 0;
-    out->timed_out = circuit__hi_to(c.hi);
-}
 
 /* Computes the word after appending one result to c (closed or half-open).
  * Returns true when the result it evicts was a failure recorded in the ring
@@ -192,17 +156,9 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         run++;
     uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
 
-    out->lo = circuit__mklo(circuit__st(c.lo), gen, nseq);
+    out->lo = circuit__mklo(circuit__code(c.lo), gen, nseq);
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
     return evicted_failure;
-}
-
-uint64_t circuit__hi_add_timeout(uint64_t hi)
-{
-    uint64_t to = circuit__hi_to(hi);
-    if (to < (uint64_t)CIRCUIT_TIMED_OUT_MAX)
-        to++;
-    return (hi & ~(CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT)) | (to << CIRCUIT__HI_TO_SHIFT);
 }

@@ -116,10 +116,25 @@ def upstream_port():
 
 
 def children(pid):
+    """The pids of pid's children: /proc/PID/task/PID/children, or, on a
+    kernel without it (CONFIG_PROC_CHILDREN off), every /proc/N/stat whose
+    parent pid is pid."""
     try:
         return [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
-        return []
+        pass
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = st[st.rfind(")") + 2:].split()   # after "pid (comm) "
+        if len(fields) > 1 and fields[1] == str(pid):
+            kids.append(int(d))
+    return kids
 
 
 class Upstream:
@@ -508,44 +523,55 @@ def cpu_ns(pid):
     return total
 
 
-def overhead(tss, a, out):
-    """wrk alternates between the two Traffic Servers (healthy nginx behind
-    each): on, off, off, on, on, off, ... so neither arm always goes first.
-    Each round also records traffic_server's CPU time (all its threads), so
-    the report can give CPU per request, which other load on the machine
-    disturbs far less than requests/s."""
+def overhead(tss, ups, a, out):
+    """wrk alternates between the two Traffic Servers (an nginx behind
+    each): on, off, off, on, on, off, ... so neither arm always goes first;
+    first with healthy origins (--overhead-rounds), then with both origins
+    answering 500 to ~1 % of requests (half as many rounds, at least 2: the
+    breaker must stay closed and cost nothing more there). Each round also
+    records traffic_server's CPU time (all its threads), so the report can
+    give CPU per request, which other load on the machine disturbs less than
+    requests/s."""
     O = out / "overhead"
     shutil.rmtree(O, ignore_errors=True)
     O.mkdir(parents=True)
     rounds = []
-    for r in range(a.overhead_rounds):
-        order = ("on", "off") if r % 2 == 0 else ("off", "on")
-        for arm in order:
-            if stop_requested:
-                raise Failure("interrupted")
-            f = O / f"wrk-{r + 1}-{arm}.txt"
-            c0 = cpu_ns(tss[arm].server_pid)
-            wrk(tss[arm].port, a.overhead_s, f, a)
-            c1 = cpu_ns(tss[arm].server_pid)
-            rounds.append({"round": r + 1, "arm": arm, "file": f.name,
-                           "ts_cpu_ns": None if c0 is None or c1 is None else c1 - c0})
-    log(f"overhead: {a.overhead_rounds} rounds of {a.overhead_s} s per arm done")
-    if not a.no_profile:
-        profile(tss["on"], a, O)
+    for cond, n in (("healthy", a.overhead_rounds), ("errors1", max(2, a.overhead_rounds // 2))):
+        if cond != "healthy":
+            for up in ups.values():
+                up.reload(cond)
+        for r in range(n):
+            order = ("on", "off") if r % 2 == 0 else ("off", "on")
+            for arm in order:
+                if stop_requested:
+                    raise Failure("interrupted")
+                f = O / f"wrk-{cond}-{r + 1}-{arm}.txt"
+                c0 = cpu_ns(tss[arm].server_pid)
+                wrk(tss[arm].port, a.overhead_s, f, a)
+                c1 = cpu_ns(tss[arm].server_pid)
+                rounds.append({"cond": cond, "round": r + 1, "arm": arm, "file": f.name,
+                               "ts_cpu_ns": None if c0 is None or c1 is None else c1 - c0})
+        log(f"overhead: {n} rounds of {a.overhead_s} s per arm, origin {cond}, done")
+        if cond == "healthy" and not a.no_profile:
+            for arm in ("on", "off"):
+                profile(arm, tss[arm], a, O)
+    for up in ups.values():
+        up.reload("healthy")
     return rounds
 
 
-def profile(ts, a, O):
-    """One more round on the arm with the plugin under `perf record -e
-    cpu-clock` (a software clock: works without hardware counters) on
-    traffic_server's pid: which share of its CPU time (kernel included) is
-    spent in circuit.so. Leaves overhead/perf-on.txt (perf report by shared
+def profile(arm, ts, a, O):
+    """One more round on the arm under `perf record -e cpu-clock` (a
+    software clock: works without hardware counters) on traffic_server's
+    pid: which share of its CPU time (kernel included) is spent in circuit.so
+    and, compared with the arm without the plugin, in Traffic Server's own
+    plugin-API code. Leaves overhead/perf-ARM.txt (perf report by shared
     object and symbol); skipped with a note when perf is missing or fails."""
     if shutil.which("perf") is None:
         log("overhead: perf not found (apt-get install linux-perf): no profile")
         return
     data = O / "perf.data"
-    secs = max(4, a.overhead_s)
+    secs = max(4, 4 * a.overhead_s)
     w = subprocess.Popen(["wrk", f"-t{a.wrk_threads}", f"-c{a.connections}", f"-d{secs + 2}s",
                           "-H", f"Host: {HOST}", f"http://127.0.0.1:{ts.port}/"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -560,7 +586,7 @@ def profile(ts, a, O):
         r = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort",
                             "dso,sym", "--stdio", "-g", "none", "--percent-limit", "0.01"],
                            capture_output=True, text=True, timeout=120)
-        (O / "perf-on.txt").write_text(r.stdout)
+        (O / f"perf-{arm}.txt").write_text(r.stdout)
     except subprocess.TimeoutExpired:
         log("overhead: perf timed out: no profile")
     finally:
@@ -629,7 +655,7 @@ def main(argv):
     a = ap.parse_args(argv)
 
     if a.quick:
-        durations = [1, 2, 2, 2, 2, 2, 1, 1, 1]
+        durations = [1, 2, 2, 2, 2, 2, 2, 1, 1]
         a.open_for_ms = a.open_for_ms or 500
         a.open_for_max_ms = a.open_for_max_ms or 1500
         a.overhead_rounds = a.overhead_rounds or 2
@@ -704,7 +730,7 @@ def main(argv):
             if st != 200:
                 raise Failure(f"Traffic Server ({arm}) answers {st} through the scenario rule")
         started = time.time()
-        rounds = overhead(tss, a, out)
+        rounds = overhead(tss, ups, a, out)
         runs = {}
         for arm in ("on", "off"):
             runs[arm] = run_scenario(arm, tss[arm], ups[arm], a, out, durations)

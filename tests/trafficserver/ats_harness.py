@@ -298,6 +298,14 @@ class TrafficServer:
                     .read_text().split()
             except OSError:
                 kids = []
+            if not kids:   # a kernel without /proc/.../children: parent pids
+                for st in Path("/proc").glob("[0-9]*/stat"):
+                    try:
+                        fields = st.read_text().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    if int(fields[1]) == self.proc.pid:
+                        kids.append(st.parent.name)
             for k in kids:
                 try:
                     exe = os.readlink(f"/proc/{k}/exe")
