@@ -234,7 +234,7 @@ int main(int argc, char **argv)
     char prog[64];
     snprintf(prog, sizeof prog, "stress-park %s", points[pi].name);
 
-    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0};
+    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0, 0, false};
     char cname[80];
     snprintf(cname, sizeof cname, "park %s test p1 w4", points[pi].name);
     cfg.name = cname;
