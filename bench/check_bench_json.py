@@ -19,6 +19,10 @@ of FILE must be one JSON object, of one of two kinds:
   memory     case "memory": variant circuit or mutex_breaker; window, probes,
              cpus: integers >= 1; bytes, heap_bytes: integers > 0;
              per_cpu_bytes, heap_blocks: integers >= 0; not_freed_bytes: 0.
+  create_free  case "create_free": variant circuit or mutex_breaker; memory
+             cold or warm; window,
+             probes, breakers, cpus: integers >= 1; create_ns, free_ns:
+             numbers > 0; heap_bytes: integer > 0; not_freed_bytes: 0.
 
 Unless --no-require, FILE must hold figures of NAME for circuit and
 mutex_breaker and of the atomic_floor baseline. How fast is never pass or
@@ -86,6 +90,21 @@ def check_memory(o, problems):
         problems.append(f"'not_freed_bytes' = {o.get('not_freed_bytes')!r}: free left bytes")
 
 
+def check_create_free(o, problems):
+    if o.get("variant") not in ("circuit", "mutex_breaker"):
+        problems.append(f"create_free variant {o.get('variant')!r} is not circuit or mutex_breaker")
+    if o.get("memory") not in ("cold", "warm"):
+        problems.append(f"create_free memory {o.get('memory')!r} is not cold or warm")
+    for k in ("window", "probes", "breakers", "cpus", "heap_bytes"):
+        if not is_int(o.get(k)) or o[k] < 1:
+            problems.append(f"'{k}' = {o.get(k)!r} is not an integer >= 1")
+    for k in ("create_ns", "free_ns"):
+        if not is_num(o.get(k)) or o[k] <= 0:
+            problems.append(f"'{k}' = {o.get(k)!r} is not a number > 0")
+    if o.get("not_freed_bytes") != 0:
+        problems.append(f"'not_freed_bytes' = {o.get('not_freed_bytes')!r}: free left bytes")
+
+
 def check_file(path, case, require):
     try:
         with open(path, encoding="utf-8") as f:
@@ -105,6 +124,8 @@ def check_file(path, case, require):
         elif o is not None:
             if o.get("case") == "memory":
                 check_memory(o, problems)
+            elif o.get("case") == "create_free":
+                check_create_free(o, problems)
             else:
                 check_figure(o, problems)
                 figures.append(o)

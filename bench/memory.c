@@ -15,6 +15,15 @@
  *   - what the allocator saw circuit_new take and circuit_free give back
  *     (tests/alloc_count.c, --wrap form: the bytes are malloc_usable_size);
  *   - the same allocator view for mutex_breaker, the reference model.
+ * Then, at scale (many upstreams): the CPU time (CLOCK_PROCESS_CPUTIME_ID)
+ * of building N (64, 1) breakers one after the other, and of freeing them
+ * all, per breaker, with the heap they held together (--breakers N, default
+ * 100000). Twice: "cold", on memory the process never touched (the kernel's
+ * first-touch page faults are part of the CPU time, about 0.4 per breaker),
+ * then "warm", on the memory the first round freed (malloc told not to give
+ * it back to the kernel). This is the test build of the core with every
+ * allocation counted (alloc_count's wrapper), so it is an upper bound of
+ * what the installed library costs.
  * Exit 0, or 1 when a breaker could not be built or free left bytes behind.
  */
 #ifndef _GNU_SOURCE
@@ -23,10 +32,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc_count.h"
@@ -87,18 +100,89 @@ static int measure_one(bool model, int window, int probes, measure *m)
     return 0;
 }
 
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Builds n (window, probes) breakers, then frees them all; CPU ns per
+ * breaker for each phase, and the heap the n breakers held together. */
+typedef struct at_scale {
+    double create_ns, free_ns;
+    int64_t heap_bytes;
+    int64_t not_freed;
+} at_scale;
+
+static int measure_scale(bool model, long n, int window, int probes, at_scale *r)
+{
+    static circuit_consecutive pol;
+    char err[256] = "";
+    circuit_consecutive_init(&pol, 1, 1, err, sizeof err);
+    circuit_spec s = {
+        .config = {.window = window, .probes = probes, .open_for_ns = 1000000,
+                   .probe_timeout_ns = 1000000},
+        .policy = circuit_consecutive_policy(&pol),
+        .classify = circuit_classify_errno,
+    };
+    s.observe = model ? observe_none : NULL; /* the core needs no observer (CFG4, 0.3) */
+    circuit_breaker **cb = model ? NULL : calloc((size_t)n, sizeof *cb);
+    cmodel **mb = model ? calloc((size_t)n, sizeof *mb) : NULL;
+    if (!cb && !mb)
+        return -1;
+    int64_t b0 = live_bytes();
+    int64_t t0 = cpu_ns();
+    long built = 0;
+    for (; built < n; built++) {
+        int rc = model ? cmodel_new(&mb[built], &s, NULL, NULL, err, sizeof err)
+                       : circuit_new(&cb[built], &s, err, sizeof err);
+        if (rc != 0) {
+            fprintf(stderr, "circuit-bench-memory: breaker %ld of %ld: %s: %s\n", built, n,
+                    strerror(rc), err);
+            break;
+        }
+    }
+    int64_t t1 = cpu_ns();
+    r->heap_bytes = live_bytes() - b0;
+    for (long i = 0; i < built; i++) {
+        if (model)
+            cmodel_free(mb[i]);
+        else
+            circuit_free(cb[i]);
+    }
+    int64_t t2 = cpu_ns();
+    r->not_freed = live_bytes() - b0;
+    free(cb);
+    free(mb);
+    if (built < n)
+        return -1;
+    r->create_ns = (double)(t1 - t0) / (double)n;
+    r->free_ns = (double)(t2 - t1) / (double)n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const int sizes[][2] = {{64, 1}, {64, 64}, {65536, 65536}};
     FILE *json = NULL;
-    if (argc == 3 && strcmp(argv[1], "--json") == 0) {
-        if ((json = fopen(argv[2], "a")) == NULL) {
-            fprintf(stderr, "circuit-bench-memory: %s: %s\n", argv[2], strerror(errno));
-            return 1;
+    long breakers = 100000;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            if ((json = fopen(argv[++i], "a")) == NULL) {
+                fprintf(stderr, "circuit-bench-memory: %s: %s\n", argv[i], strerror(errno));
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--breakers") == 0 && i + 1 < argc) {
+            breakers = strtol(argv[++i], NULL, 10);
+            if (breakers < 1) {
+                fprintf(stderr, "circuit-bench-memory: --breakers must be >= 1\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: circuit-bench-memory [--json FILE] [--breakers N]\n");
+            return 2;
         }
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: circuit-bench-memory [--json FILE]\n");
-        return 2;
     }
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
     if (cpus < 1)
@@ -146,6 +230,44 @@ int main(int argc, char **argv)
                         cpus, m.heap_bytes, m.heap_blocks, m.not_freed);
         }
     }
+
+    printf("\n## Create and free at scale\n\n");
+    printf("%ld breakers (64, 1) built one after the other, then all freed: CPU time per "
+           "breaker (CLOCK_PROCESS_CPUTIME_ID, user + system; the test build of the core, "
+           "every allocation counted, so an upper bound), and the heap they held together, "
+           "per breaker. cold: memory the process never touched (the first-touch page faults "
+           "are in the time); warm: the memory the cold round freed.\n\n",
+           breakers);
+    printf("| variant | memory | breakers | create us/breaker | free us/breaker | "
+           "heap bytes/breaker | bytes not freed |\n");
+    printf("|---|---|--:|--:|--:|--:|--:|\n");
+    /* keep freed memory in the process, so that the warm round reuses it */
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    for (int model = 0; model <= 1; model++) {
+        const char *name = model ? "mutex_breaker" : "circuit";
+        /* mutex_breaker runs after circuit, on memory circuit freed: warm only */
+        for (int warm = model; warm <= 1; warm++) {
+            at_scale r;
+            if (measure_scale(model, breakers, 64, 1, &r) != 0) {
+                failed = 1;
+                continue;
+            }
+            failed |= r.not_freed != 0;
+            const char *mem = warm ? "warm" : "cold";
+            printf("| %s | %s | %ld | %.2f | %.2f | %.0f | %" PRId64 " |\n", name, mem, breakers,
+                   r.create_ns / 1000.0, r.free_ns / 1000.0,
+                   (double)r.heap_bytes / (double)breakers, r.not_freed);
+            if (json)
+                fprintf(json,
+                        "{\"case\":\"create_free\",\"variant\":\"%s\",\"memory\":\"%s\","
+                        "\"window\":64,\"probes\":1,\"breakers\":%ld,\"cpus\":%ld,"
+                        "\"create_ns\":%.1f,\"free_ns\":%.1f,\"heap_bytes\":%" PRId64
+                        ",\"not_freed_bytes\":%" PRId64 "}\n",
+                        name, mem, breakers, cpus, r.create_ns, r.free_ns, r.heap_bytes,
+                        r.not_freed);
+        }
+    }
+
     if (json && fclose(json) != 0) {
         fprintf(stderr, "circuit-bench-memory: %s\n", strerror(errno));
         return 1;

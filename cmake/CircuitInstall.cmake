@@ -1,15 +1,15 @@
 # Installation, and the two ways to consume an installed libcircuit:
 #
-#   CMake:       find_package(circuit 0.1 REQUIRED)
+#   CMake:       find_package(circuit 0.3 REQUIRED)
 #                target_link_libraries(app PRIVATE circuit::circuit)          # libcircuit.so
-#                find_package(circuit 0.1 REQUIRED COMPONENTS static)
+#                find_package(circuit 0.3 REQUIRED COMPONENTS static)
 #                target_link_libraries(app PRIVATE circuit::circuit_static)   # libcircuit.a
 #   pkg-config:  cc app.c $(pkg-config --cflags --libs circuit)
 #
 # Installed files (GNUInstallDirs layout):
 #   include/*.h            every header in include/ (circuit.h and the headers
 #                          of the presets and adapters beside it)
-#   lib/libcircuit.so.1.x.y, libcircuit.so.1, libcircuit.so, libcircuit.a
+#   lib/libcircuit.so.0.x.y, libcircuit.so.2, libcircuit.so, libcircuit.a
 #   lib/cmake/circuit/     circuitConfig.cmake, circuitConfigVersion.cmake,
 #                          circuitTargets*.cmake (the shared library),
 #                          circuitStaticTargets*.cmake (the static one)
@@ -85,10 +85,19 @@ configure_package_config_file(
   "${PROJECT_BINARY_DIR}/circuitConfig.cmake"
   INSTALL_DESTINATION ${CIRCUIT_INSTALL_CMAKEDIR}
   NO_SET_AND_CHECK_MACRO)
+# While the major version is 0, a new minor version may break the API or
+# change what it means (0.2 changed what `trip` is asked after), so
+# find_package(circuit 0.2) must refuse 0.3.0: SameMinorVersion. From 1.0 on
+# this becomes SameMajorVersion.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_circuit_compat SameMinorVersion)
+else()
+  set(_circuit_compat SameMajorVersion)
+endif()
 write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/circuitConfigVersion.cmake"
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY ${_circuit_compat})
 install(FILES
   "${PROJECT_BINARY_DIR}/circuitConfig.cmake"
   "${PROJECT_BINARY_DIR}/circuitConfigVersion.cmake"

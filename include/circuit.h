@@ -100,6 +100,14 @@ extern "C" {
 #define CIRCUIT_API
 #endif
 
+/** The version of this header: 0.3.0. While the major version is 0, a new
+ *  minor version may change the API or its meaning (the CMake package
+ *  accepts only the same major.minor); a new patch version changes neither.
+ *  circuit_version() tells the version of the library actually linked. */
+#define CIRCUIT_VERSION_MAJOR 0
+#define CIRCUIT_VERSION_MINOR 3
+#define CIRCUIT_VERSION_PATCH 0
+
 /** Upper bound of circuit_config.window and circuit_config.probes. */
 #define CIRCUIT_MAX_COUNT 65536
 
@@ -233,6 +241,10 @@ typedef struct circuit_open_info {
     uint64_t       generation; /**< generation of the open state being entered (>= 1) */
     int64_t        reopens;    /**< 0 for a trip from closed; k for the k-th reopen
                                     (half-open -> open) since the breaker last closed */
+    uint64_t       salt;       /**< the breaker's salt (circuit_spec.salt, or the one
+                                    circuit_new chose; circuit_get_salt), never 0:
+                                    lets one open_for function and one parameter struct
+                                    give different breakers different periods */
 } circuit_open_info;
 
 /** Chooses the length of an open period, in ns; must return > 0 (anything
@@ -252,8 +264,9 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
 /** Receives every transition exactly once, in generation order, each one's
  *  `from` equal to the previous `to`. Never runs concurrently with itself and
  *  never inside an internal critical region; it may call any function of this
- *  breaker (allow and done included) without deadlock: transitions those
- *  nested calls make are delivered after this call returns. `call_ctx` is the
+ *  breaker (allow and done included) without deadlock, except circuit_free
+ *  (which aborts: see circuit_free): transitions those nested calls make are
+ *  delivered after this call returns. `call_ctx` is the
  *  call_ctx of the circuit_allow / circuit_done call that made the transition.
  *  `t` is valid only during the call. It runs on whichever thread delivers:
  *  the thread that made the transition, unless another thread is delivering
@@ -272,10 +285,21 @@ typedef struct circuit_spec {
     circuit_config      config;
     circuit_policy      policy;
     circuit_classify_fn classify;  void *classify_arg;  /**< required */
-    circuit_observe_fn  observe;   void *observe_arg;   /**< required */
+    /** Optional (0.3): NULL means no observer. Transitions are then made,
+     *  numbered and counted (circuit_stats.transitions) exactly as with one;
+     *  only the call is skipped. */
+    circuit_observe_fn  observe;   void *observe_arg;
     /** Optional: the length of each open period (SPEC B1-B3). NULL: every
      *  open period is config.open_for_ns. */
     circuit_open_for_fn open_for;  void *open_for_arg;
+    /** Given to open_for as circuit_open_info.salt, so that breakers sharing
+     *  one open-period function and parameter struct need not probe in step
+     *  (circuit_backoff_exponential mixes it into its jitter). Any value but
+     *  0 is used as given (a hash of the upstream's name makes it stable
+     *  across restarts). 0 (the default): circuit_new gives the breaker the
+     *  next number of a process-wide count, 1 for the first breaker built
+     *  with salt 0 in the process, then 2, 3, ...; circuit_get_salt tells it. */
+    uint64_t            salt;
 } circuit_spec;
 
 /** Why a call was rejected. */
@@ -349,7 +373,8 @@ typedef struct circuit_ticket {
  *
  * Returns 0, EINVAL (invalid config; *out = NULL) or ENOMEM (nothing leaked;
  * *out = NULL).
- * Aborts: out, spec, policy.trip, policy.probe, classify or observe is NULL.
+ * Aborts: out, spec, policy.trip, policy.probe or classify is NULL (observe
+ * may be NULL since 0.3).
  * Not thread-safe with respect to the breaker it builds (nothing else can
  * reach it yet).
  */
@@ -364,8 +389,16 @@ CIRCUIT_API int circuit_new(circuit_breaker **out, const circuit_spec *spec,
  * for them, and their records are freed. The caller must ensure no other call
  * on @b is running or will run, and that no ticket of @b is still to be
  * settled.
+ * A breaker cannot be freed from inside one of its own callbacks (observe,
+ * classify, trip, probe, open_for, on this thread): the call that runs the
+ * callback still uses the breaker after the callback returns. That aborts
+ * (it is not made safe): to retire a breaker from observe, hand it to code
+ * that frees it after that call has returned. Freeing ANOTHER breaker from
+ * a callback is fine.
  * Aborts: @b was not built by circuit_new (or was already freed and its
- * memory not reused).
+ * memory not reused); called from inside a callback of @b on this thread
+ * ("circuit_free: called from inside observe of the same breaker", naming
+ * the callback).
  */
 CIRCUIT_API void circuit_free(circuit_breaker *b);
 
@@ -380,7 +413,11 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * First delivers transitions that are pending (unless another thread is
  * delivering), then makes the time-driven changes that fell due (open ->
  * half-open at exactly opened_at + the open period, probe timeouts), then
- * decides. While closed it reads no clock.
+ * decides. While closed it reads no clock. The call that makes open ->
+ * half-open is always admitted, as the first probe of that half-open state,
+ * in the same atomic step as the transition (SPEC S3): even when another
+ * thread's result or the operator moves the breaker on before it returns
+ * (its result is then late, T6).
  *
  * Returns true when admitted: the ticket is live and must be settled by
  * circuit_done or circuit_release. Returns false when rejected: *rej says
@@ -517,6 +554,24 @@ CIRCUIT_API int circuit_reset(circuit_breaker *b, void *call_ctx);
  * Thread-safe (pure).
  */
 CIRCUIT_API int64_t circuit_retry_after_s(const circuit_rejection *r);
+
+/**
+ * circuit_get_salt - the salt @b gives its open_for function
+ * (circuit_open_info.salt): circuit_spec.salt, or the number circuit_new
+ * chose when that was 0. Never 0. With it, a test predicts every period of
+ * circuit_backoff_exponential (circuit_presets.h). Thread-safe, pure.
+ * Aborts: @b is NULL or not built by circuit_new.
+ */
+CIRCUIT_API uint64_t circuit_get_salt(const circuit_breaker *b);
+
+/**
+ * circuit_version - the version of the library linked (which may be newer
+ * than the header a program was built with: compare with
+ * CIRCUIT_VERSION_MAJOR/MINOR/PATCH).
+ * @major, @minor, @patch: each receives its number; each may be NULL.
+ * Returns "MAJOR.MINOR.PATCH" (a static string). Thread-safe.
+ */
+CIRCUIT_API const char *circuit_version(int *major, int *minor, int *patch);
 
 /** "closed", "open", "half-open", "isolated"; "invalid" for any other value.
  *  Static strings; thread-safe. */

@@ -17,7 +17,8 @@
  * One open-period function (SPEC B1-B3)
  *   circuit_backoff_exponential  each reopen doubles the open period, from a
  *                         base to a cap, with a jitter that is a fixed
- *                         function of (your seed, the generation).
+ *                         function of (your seed, the breaker's salt, the
+ *                         generation).
  *
  * Two classifiers
  *   circuit_classify_errno  for results in the "0 or a negative errno"
@@ -237,10 +238,14 @@ typedef struct circuit_failure_rate {
 /**
  * circuit_failure_rate_init - validate and fill a failure-rate policy.
  * @p:           the struct to fill; on EINVAL it is zeroed.
- * @cfg:         the config of the breaker(s) the policy is for; only
- *               cfg->window is read (a min_results larger than the window
- *               could never be reached). Not retained.
- * @min_results: 1..cfg->window.
+ * @cfg:         the config of the breaker(s) the policy is for, or NULL
+ *               (0.3) to initialise the policy from its own parameters.
+ *               Only cfg->window is read (a min_results larger than the
+ *               window could never be reached). Not retained. With NULL,
+ *               min_results is checked against 1..CIRCUIT_MAX_COUNT here and
+ *               against each breaker's window when circuit_new builds it
+ *               (the policy's check, SPEC K1).
+ * @min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
  * @ratio:       in (0, 1]; NaN is invalid.
  * @successes:   1..CIRCUIT_RUN_MAX.
  * @errbuf:      on EINVAL, ONE message naming every invalid argument with
@@ -250,7 +255,7 @@ typedef struct circuit_failure_rate {
  * If cfg->window is itself outside 1..CIRCUIT_MAX_COUNT, that is reported
  * too (EINVAL) and min_results is checked against 1..CIRCUIT_MAX_COUNT.
  * Returns 0 or EINVAL. Writes only *p and errbuf.
- * Aborts: @p or @cfg is NULL.
+ * Aborts: @p is NULL.
  */
 CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg,
                                           int64_t min_results, double ratio,
@@ -287,13 +292,16 @@ CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rat
  * with a circuit_open_info (SPEC B1, B2). The period, in ns, is
  *
  *     p      = min(cap_ns, base_ns * 2^reopens)
- *     u      = (splitmix64(seed, generation) >> 11) * 2^-53      in [0, 1)
+ *     key    = splitmix64(seed, salt)
+ *     u      = (splitmix64(key, generation) >> 11) * 2^-53       in [0, 1)
  *     period = p - trunc(p * jitter * u)                          (double math)
  *
  * where reopens is info->reopens (0 for a trip from closed, k for the k-th
  * reopen since the breaker last closed: a failed probe doubles the wait, a
  * close or circuit_reset starts again at base_ns), generation is
- * info->generation, and splitmix64(seed, n) is the n-th output of the
+ * info->generation, salt is info->salt (the breaker's salt: circuit_spec.salt,
+ * or the number circuit_new chose; circuit_get_salt(b) tells it), and
+ * splitmix64(seed, n) is the n-th output of the
  * SplitMix64 generator seeded with `seed` (G. L. Steele, D. Lea and C. H.
  * Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014,
  * doi:10.1145/2660193.2660195):
@@ -306,12 +314,14 @@ CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rat
  * So every period lies in ((1 - jitter) * p, p]: the cap is never exceeded,
  * and with jitter 0 the periods are exactly base, 2 base, 4 base, ..., cap.
  * The jitter only shortens, and it is NOT random: it is a fixed function of
- * (seed, generation). Processes (or breakers) that tripped together but were
- * given different seeds (a pid, a host id, a hash of the upstream's name)
- * get different periods and do not probe the dependency in step; a test
- * that knows the seed can predict every period. The same seed, generation
- * and reopens always give the same period (SPEC B3: the core may ask more
- * than once for one transition). A period is never below 1 ns.
+ * (seed, salt, generation). Breakers of one process that share this struct
+ * differ by their salt (by default each breaker gets its own), so upstreams
+ * that failed together do not probe together; processes differ by the seed
+ * (give each a different one: a pid, a host id). A test that knows the seed
+ * and the salt (set circuit_spec.salt, or read circuit_get_salt) predicts
+ * every period. The same seed, salt, generation and reopens always give the
+ * same period (SPEC B3: the core may ask more than once for one
+ * transition). A period is never below 1 ns.
  *
  * Example: 1 s, 2 s, 4 s, ... up to 60 s, each cut by up to 20%.
  *
@@ -328,7 +338,8 @@ typedef struct circuit_backoff_exponential {
     int64_t  base_ns; /**< the first open period (reopens = 0), ns, > 0 */
     int64_t  cap_ns;  /**< the longest open period, ns, >= base_ns */
     double   jitter;  /**< largest share cut off a period, in [0, 1); 0: none */
-    uint64_t seed;    /**< any value; give processes different ones */
+    uint64_t seed;    /**< any value; give processes different ones (breakers
+                           differ by their salt, circuit_spec.salt) */
 } circuit_backoff_exponential;
 
 /**

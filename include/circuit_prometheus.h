@@ -25,6 +25,21 @@
  * concatenated (promtool and the Prometheus server reject a repeated TYPE
  * line).
  *
+ * Many breakers (10^4, 10^5 upstreams: about 1.1 KiB of text each, so 110
+ * MB for 10^5): use the stream form, which hands the text to your writer in
+ * 16 KiB chunks as it goes, instead of one buffer of the whole text:
+ *
+ *     static int send_chunk(void *conn, const char *data, size_t len)
+ *     {
+ *         return write_all(conn, data, len) == 0 ? 0 : EIO;   // 0: go on
+ *     }
+ *     ...
+ *     int rc = circuit_stats_write_prometheus_many(st, names, N, send_chunk, conn);
+ *
+ * Cost: both forms are linear in the text they write (the names are checked
+ * to be different with one hash table, not pair by pair): time per breaker
+ * does not grow with the number of breakers.
+ *
  * The series. Every series carries the label breaker="<name>" (left out
  * when the one-breaker call is given a NULL name). Durations are in seconds,
  * counters end in _total, names follow the Prometheus naming conventions and
@@ -116,12 +131,50 @@ extern "C" {
  * @len > 0), when: @stats is NULL and n > 0; @breakers is NULL and n > 1; a
  * name is NULL (n > 1), not valid UTF-8, or equal to another; a state is not
  * one of the four. Returns -1 with errno EOVERFLOW when the text would be
- * longer than INT_MAX. Never aborts.
+ * longer than INT_MAX (use the stream form), and -1 with errno ENOMEM when
+ * the table that checks the names could not be allocated. Never aborts.
+ * Cost: O(length of the text); allocates one temporary table of 2n to 4n
+ * words to check that the names differ (n > 1), freed before it returns.
  * Thread-safe (reads its arguments, writes only @buf and errno).
  */
 CIRCUIT_API int circuit_stats_format_prometheus_many(const circuit_stats *stats,
                                                      const char *const *breakers, size_t n,
                                                      char *buf, size_t len);
+
+/**
+ * circuit_prometheus_write_fn - receives the text of the stream form.
+ * @arg:  the caller's argument.
+ * @data: the next @len bytes of the text (not NUL-terminated); valid only
+ *        during the call.
+ * @len:  1..16384.
+ * Returns 0 to go on, or any non-zero value to stop: the stream function
+ * then writes nothing more and returns that value.
+ */
+typedef int (*circuit_prometheus_write_fn)(void *arg, const char *data, size_t len);
+
+/**
+ * circuit_stats_write_prometheus_many - the exposition of n breakers,
+ * streamed: the same text as circuit_stats_format_prometheus_many (byte for
+ * byte), handed to @write in chunks of at most 16 KiB, in order, as it is
+ * made; no buffer of the whole text exists at any time.
+ * @stats, @breakers, @n: as for circuit_stats_format_prometheus_many (all
+ *        checked before the first byte is written: a bad argument writes
+ *        nothing).
+ * @write: called once per chunk, on the calling thread; must not be NULL.
+ * @arg:   passed to @write.
+ *
+ * Returns 0 when the whole text was written (n = 0 writes nothing); EINVAL
+ * for the arguments the buffer form refuses, or @write NULL; ENOMEM when
+ * its chunk (16 KiB) or the names' table could not be allocated; otherwise
+ * the first non-zero value @write returned (then part of the text was
+ * written). Sets no errno of its own. Never aborts.
+ * Cost: O(length of the text); memory: 16 KiB plus the names' table (2n to
+ * 4n words), freed before it returns. Thread-safe (reads its arguments).
+ */
+CIRCUIT_API int circuit_stats_write_prometheus_many(const circuit_stats *stats,
+                                                    const char *const *breakers, size_t n,
+                                                    circuit_prometheus_write_fn write,
+                                                    void *arg);
 
 /**
  * circuit_stats_format_prometheus - the exposition of one breaker.

@@ -1,5 +1,31 @@
 /*
- * Counting while closed (docs/CONTRACT.md S2 and L6 as amended in 0.3, L8,
+ * Counting: the result -> counts step (SPEC C1-C5, S2, P1, L6, L8). A counted
+ * success or failure, or a probe timeout, becomes the new counts of the
+ * current state, and the policy asked with them decides whether the state
+ * changes (through transition.c). Below it: the per-CPU lines (percpu.c)
+ * and the window's ring (window.c), the lower floor of this layer.
+ *
+ * LAYER INTERFACE (counting.h; what the rest of the core asks of counting):
+ *   circuit__count          count one settled result of a ticket admitted in
+ *                           generation `gen` (success, failure or ignored),
+ *                           with its M1 total; false when late (T2)
+ *   circuit__count_timeout  count one probe timeout (P1) and ask the probe
+ *                           policy
+ *   circuit__counts         the counts a word stands for (policies, stats,
+ *                           the final counts of a transition)
+ *   circuit__closed_*       the closed exact points (below): isolate and
+ *                           fold for breaker.c, counts for stats.c
+ * Callers: breaker.c (count, counts, closed_isolate/fold/complete), probes.c
+ * (count_timeout), stats.c (counts). What sits under the interface (the
+ * per-CPU lines, the window, the word's closed layout) is this layer's own
+ * and may change without the callers changing.
+ */
+#include "counting.h"
+#include "percpu.h"
+#include "transition.h"
+#include "window.h"
+/*
+ * CLOSED: counting while closed (docs/CONTRACT.md S2 and L6 as amended in 0.3, L8,
  * C1, C2, C4, T2, M1): successes never share a cache line; a failure makes
  * the counts exact by reading the per-CPU cells, without sealing them.
  *
@@ -106,7 +132,163 @@
  * The SPIN model tests/model/spin/fold.pml checks this protocol for small
  * bounds (every interleaving of three threads).
  */
-#include "internal.h"
+
+/* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
+ * Its builtins mode keeps the header free of inline assembly TSan would not
+ * see (it only spins; it orders nothing). */
+#ifdef CIRCUIT__TSAN
+#define CK_USE_CC_BUILTINS 1
+#endif
+#include <ck_backoff.h>
+
+/* First wait after a lost CAS, in ck_backoff iterations (doubles each loss,
+ * up to CK_BACKOFF_CEILING). Short: a loss on the slow path usually means
+ * one other result got in first. */
+#define CAS_BACKOFF_FIRST 16u
+
+/* The probe policy's answer, checked (S4: any other value aborts). */
+static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
+{
+    circuit_state d;
+    {
+        CIRCUIT__CB_FRAME(frame, b, "probe");
+        d = b->policy.probe(b->policy.arg, c);
+    }
+    if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
+        circuit__abort("probe policy returned an invalid state (%d); it must return "
+                       "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
+                       (int)d);
+    return d;
+}
+
+/* The trip policy's answer (S2). */
+static bool ask_trip(circuit_breaker *b, const circuit_counts *cnt)
+{
+    CIRCUIT__CB_FRAME(frame, b, "trip");
+    return b->policy.trip(b->policy.arg, cnt);
+}
+
+void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
+{
+    unsigned code = circuit__code(c.lo);
+    if (code == CIRCUIT__ST_OPEN || code == CIRCUIT__ST_ISOLATED) {
+        *out = (circuit_counts){0, 0, 0, 0, 0};
+        return;
+    }
+    if (code == CIRCUIT__ST_CLOSED) {
+        /* the exact point's counts plus the cells since, read only */
+        uint64_t cells = circuit__cells_read(b, circuit__cepoch(c.lo));
+        circuit__closed_counts_at(b, c, &cells, out);
+        return;
+    }
+    int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
+    int64_t f = circuit__hi_fail(c.hi);
+    int64_t run = circuit__hi_run(c.hi);
+    bool last_fail = (c.hi & CIRCUIT__HI_LAST_FAIL) != 0;
+    out->successes = n - f;
+    out->failures = f;
+    out->consecutive_successes = last_fail ? 0 : run;
+    out->consecutive_failures = last_fail ? run : 0;
+    out->timed_out = circuit__hi_to(c.hi);
+}
+
+/* Counts one probe's success or failure of generation `gen` through the
+ * state word (half-open: few probes by design). Returns false when late. */
+static bool count_slow(circuit_breaker *b, uint32_t gen, bool failure, void *call_ctx,
+                       int64_t now)
+{
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    ck_backoff_t backoff = CAS_BACKOFF_FIRST;
+    for (;;) {
+        if (circuit__gen(c.lo) != gen)
+            return false; /* late: never touches a later generation (T2, T6) */
+        unsigned code = circuit__code(c.lo);
+        if (code != CIRCUIT__ST_HALF_OPEN)
+            return false; /* unreachable: a probe's generation is half-open */
+        circuit__ring_help(b, c);
+        circuit__u128 n;
+        bool evicted_failure = circuit__append(b, c, failure, &n);
+        /* acquire: after the ring read inside append */
+        if (circuit__ld128_lo_acq(&b->core) != c.lo) {
+            /* c went stale while we read its evicted record: the counts would
+             * mix two states, and no policy may see that. */
+            c = circuit__ld128_acq(&b->core);
+            continue;
+        }
+        circuit_counts cnt;
+        circuit__counts(b, n, &cnt);
+        circuit__u128 before = c;
+        {
+            circuit_state to = ask_probe(b, &cnt);
+            CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+            if (to != CIRCUIT_HALF_OPEN) {
+                if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_POLICY, &cnt, now,
+                                        call_ctx))
+                    return true;
+            } else if (circuit__core_cas(b, &c, n)) {
+                circuit__ring_after_count(b, before, failure, evicted_failure);
+                return true;
+            }
+        }
+        /* Lost a CAS to another result: back off before the next try, so
+         * two CPUs do not keep stealing the line from each other
+         * (exponential; not a lock: no one waits for anyone). */
+        ck_backoff_eb(&backoff);
+    }
+}
+
+
+bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcome o,
+                    void *call_ctx, int64_t now, bool have_now)
+{
+    bool counted;
+    if (o == CIRCUIT_IGNORED) {
+        /* acquire: table core */
+        counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == gen;
+        circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
+        return counted;
+    }
+    if (probe) {
+        counted = count_slow(b, gen, o == CIRCUIT_FAILURE, call_ctx, now);
+        circuit__total_add(b, !counted ? CIRCUIT__T_LATE
+                              : o == CIRCUIT_FAILURE ? CIRCUIT__T_FAILURES
+                                                     : CIRCUIT__T_SUCCESSES);
+        return counted;
+    }
+    if (o == CIRCUIT_FAILURE) {
+        /* an exact point: S2 (0.3) asks trip */
+        counted = circuit__closed_failure(b, gen, &now, &have_now, call_ctx) == CIRCUIT__COUNTED;
+        circuit__total_add(b, counted ? CIRCUIT__T_FAILURES : CIRCUIT__T_LATE);
+        return counted;
+    }
+    /* a closed success (its cell count is in the successes ledger) */
+    counted = circuit__closed_success(b, gen, call_ctx) == CIRCUIT__COUNTED;
+    if (!counted)
+        circuit__total_add(b, CIRCUIT__T_LATE);
+    return counted;
+}
+
+bool circuit__count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx)
+{
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    for (;;) {
+        if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
+            return true; /* the state changed first: the timeout is moot */
+        circuit__u128 n = {c.lo, circuit__hi_add_timeout(c.hi)};
+        circuit_counts cnt;
+        circuit__counts(b, n, &cnt);
+        circuit_state d = ask_probe(b, &cnt);
+        if (d != CIRCUIT_HALF_OPEN) {
+            if (circuit__transition(b, &c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)) {
+                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+                return true;
+            }
+        } else if (circuit__core_cas(b, &c, n)) {
+            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+            return false;
+        }
+    }
+}
 
 /* ---- cells ------------------------------------------------------------- */
 
@@ -231,7 +413,7 @@ void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_
 
 static inline bool word_at(uint64_t lo, uint64_t hi, uint32_t gen, uint32_t k)
 {
-    return circuit__st(lo) == CIRCUIT__ST_CLOSED && circuit__gen(lo) == gen &&
+    return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__gen(lo) == gen &&
            circuit__ck(hi) == k;
 }
 
@@ -470,7 +652,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
                        void *call_ctx)
 {
     unsigned kind = circuit__cintent(wi.lo);
-    if (circuit__st(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
+    if (circuit__code(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
         return; /* no intent in it (the word moved on before it was read) */
     circuit__cc c;
     if (!circuit__closed_help(b, wi, &c))
@@ -492,7 +674,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
         to = CIRCUIT_ISOLATED;
     else if (failure && (wi.lo & CIRCUIT__LO_ASKED) && S == circuit__csd(wi.hi))
         to = CIRCUIT_OPEN; /* the same counts its maker's trip said true for (L4) */
-    else if (failure && b->policy.trip(b->policy.arg, &cnt))
+    else if (failure && ask_trip(b, &cnt))
         to = CIRCUIT_OPEN;
     ledger_add(b, wi, S);
     circuit__u128 w = wi;
@@ -551,7 +733,7 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
     /* acquire: the epoch's cells as its start left them */
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
     for (;;) {
-        if (circuit__gen(lo) != gen || circuit__st(lo) != CIRCUIT__ST_CLOSED)
+        if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE; /* T2 (a closed ticket's generation was closed) */
         if (circuit__cintent(lo) != CIRCUIT__INTENT_NONE) {
             /* acquire: table core */
@@ -599,7 +781,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
 {
     circuit__u128 w = circuit__ld128_acq(&b->core); /* acquire: table core */
     for (;;) {
-        if (circuit__gen(w.lo) != gen || circuit__st(w.lo) != CIRCUIT__ST_CLOSED)
+        if (circuit__gen(w.lo) != gen || circuit__code(w.lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE;
         if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE) {
             circuit__complete(b, w, now, have_now, call_ctx);
@@ -633,7 +815,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
             circuit_counts cnt;
             circuit__cc_counts(b, &n, &cnt);
             /* S2 (0.3): asked after each failure, with exact counts */
-            if (!b->policy.trip(b->policy.arg, &cnt)) {
+            if (!ask_trip(b, &cnt)) {
                 circuit__u128 nw = {circuit__mkclo(gen, circuit__cepoch(w.lo), true, false, 0),
                                     circuit__mkchi(circuit__ck(w.hi) + 1, S)};
                 CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
@@ -707,7 +889,7 @@ void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const 
         /* the word moved past the descriptors it names: its point was made
          * during the call; report the newest point's counts */
         circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
-        if (circuit__st(now.lo) != CIRCUIT__ST_CLOSED ||
+        if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED ||
             !circuit__closed_cc((circuit_breaker *)(uintptr_t)b, now, &c, false)) {
             *out = (circuit_counts){0, 0, 0, 0, 0};
             return;
@@ -720,10 +902,3 @@ void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const 
     circuit__cc_counts(b, &n, out);
 }
 
-void circuit__cells_init(circuit_breaker *b)
-{
-    /* Before the breaker is shared: the cells of the first epoch (0). */
-    for (uint32_t i = 0; i < b->ncpu; i++)
-        b->pcpu[i].cell = cell_make(0, 0);
-    b->next_id = 0;
-}

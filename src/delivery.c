@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <urcu/compiler.h>
 
-#include "internal.h"
+#include "delivery.h"
 
 #define POOL_ALL ((UINT64_C(1) << CIRCUIT_TRANSITION_POOL) - 1)
 
@@ -111,7 +111,7 @@ void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *ca
     n->next = NULL;
     n->tr = *tr;
     n->call_ctx = call_ctx;
-    circuit__faa_rlx(&b->pending, 1); /* relaxed: a hint for finish_call */
+    circuit__faa_rlx(&b->pending, 1); /* relaxed: a hint for circuit__deliver_pending */
     /* liburcu's push is inline assembly TSan cannot see: mark the edge from
      * filling the record to the deliverer reading it. (The push itself is a
      * full-barrier CAS in liburcu: the record's contents are visible to
@@ -119,7 +119,7 @@ void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *ca
     circuit__tsan_release(n);
     cds_lfs_push(&b->stack, &n->lfs);
     CIRCUIT__HOOK(CIRCUIT_TP_AFTER_PUBLISH);
-    /* The caller delivers (finish_call in breaker.c) before its call returns:
+    /* The caller delivers (circuit__deliver_pending) before its call returns:
      * it sees its own increment of `pending`, so it always tries the flag. */
 }
 
@@ -186,7 +186,10 @@ void circuit__deliver(circuit_breaker *b)
                 circuit__faa_rlx(&b->pending, (uint64_t)-1); /* relaxed: a hint */
                 g.current = n;
                 circuit_transition tr = n->tr;
-                b->observe(b->observe_arg, n->call_ctx, &tr);
+                if (b->observe) { /* NULL: no observer (CFG4 as amended in 0.3) */
+                    CIRCUIT__CB_FRAME(frame, b, "observe");
+                    b->observe(b->observe_arg, n->call_ctx, &tr);
+                }
                 g.current = NULL;
                 node_put(b, n);
             }

@@ -1,65 +1,28 @@
 /*
- * What the core's files share (circuit__ prefix: internal, never exported).
+ * What the core's files share (circuit__ prefix: internal, never exported):
+ * the breaker's memory (the struct, with the concurrency table of every
+ * shared field), the ticket seen from inside, and the ground services every
+ * floor may call (clock, config check, the test seam).
  *
- * THE STATE WORD (b->core, 16 bytes, changed only by circuit__cas128_sc)
- *   lo  bits  0..1   state code: 0 isolated, 1 closed, 2 open, 3 half-open
- *       bits  2..31  generation, low 30 bits ("gen tag")
- *     closed (counting.c has the protocol):
- *       bits 32..58  epoch id: the cells (per-CPU success counters) of
- *                    this epoch carry it
- *       bit   59     X: exact point k counted a failure
- *       bit   60     F: exact point k folded (started this epoch): hi's
- *                    upper half is then the successes it folded
- *       bits 61..62  intent: 0 none, 1 fold, 2 failure (trip check),
- *                    3 isolate (being completed, counting.c)
- *       bit   63     asked: a failure intent whose trip said true for the
- *                    sum in hi's upper half
- *     half-open:
- *       bits 32..62  seq: results appended to the window in this state,
- *                    counted modulo seq_mod (a multiple of window <= 2^31)
- *     open:
- *       bits 32..62  reopens (B2) of this open period
- *   hi  closed:
- *       bits  0..31  k: exact points made in this generation
- *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0),
- *                    or the successes folded at k (F = 1, saturated);
- *                    in an intent word: the sum its maker read
- *       (the counts at point k are the descriptor D[k & 1], counting.c)
- *   hi  half-open:
- *       bits  0..16  failures in the window
- *       bit   17     full: the window holds `window` results
- *       bit   18     last counted outcome (1 = failure): the kind of the run
- *       bits 19..49  run length (saturates at CIRCUIT_RUN_MAX)
- *       bits 50..63  timed_out (saturates at CIRCUIT_TIMED_OUT_MAX)
- *   hi  open: the moment the open period ends (opened at + the period
- *       chosen, B1), ns, UNSIGNED: both terms are <= INT64_MAX, so the sum
- *       never wraps and retry_after = end - now is exact for every period
- *       (circuit__open_over / circuit__open_left).   isolated: 0.
- * Half-open successes are derived: (full ? window : seq) - failures.
- *
- * Every decision (count a failure, trip, close, reopen, time a probe out,
- * isolate, reset, end an epoch) is one CAS of this word from the value it
- * was computed from, so a result is counted only if its generation still
- * holds, and the result that trips or closes the breaker is part of the
- * same update as the transition (C4). Policies are asked before the CAS,
- * which is why they may be asked again when the CAS loses (SPEC L4). Every
- * transition is made by ONE function, circuit__transition (breaker.c).
- * A closed success changes no shared word: it counts on its CPU's cell.
- *
- * Generation tags are 30 bits: a ticket would be confused with a later
- * generation only after 2^30 transitions while it is outstanding (each open
- * period lasts at least open_for, so at 1 ms per cycle that is over 12
- * days). The 64-bit generations given to observe and open_for, and reported
- * by get_stats, are rebuilt from the tag and `gen64`, the latest 64-bit
- * generation published, as the generation with that tag NEAREST to gen64
- * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
- * maker has not raised it yet) or ahead of it (others made transitions
- * since the word was read), by far less than 2^29 either way.
+ * THE FLOORS OF src/ (each file calls only files on the floors below it;
+ * no file calls back up):
+ *   public calls   breaker.c (allow, done, release, isolate, reset, state),
+ *                  stats.c (get_stats)
+ *   probes         probes.c: probe slots, timeouts, open -> half-open
+ *   counting       counting.c: the result -> counts step (the policies asked)
+ *   transitions    transition.c: the one function every change goes through
+ *   lines, window  percpu.c (per-CPU lines: success cells, totals), window.c
+ *                  (the ring): counting's lower floor
+ *   delivery       delivery.c: transitions handed to observe (O1-O6)
+ *   state word     word.c / word.h: encoding, CAS, generation widening
+ *   ground         internal.h, atomics.h, message.c, clock.c, config.c,
+ *                  names.c; testing.h (test build)
+ * presets.c and prometheus.c stand beside the core on the public API (and
+ * message.h); nothing in the core calls them.
  */
 #ifndef CIRCUIT_INTERNAL_H
 #define CIRCUIT_INTERNAL_H
 
-#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <urcu/lfstack.h>
@@ -74,90 +37,6 @@
 
 #define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
 
-#define CIRCUIT__GEN_BITS 30
-#define CIRCUIT__GEN_MASK ((UINT64_C(1) << CIRCUIT__GEN_BITS) - 1)
-#define CIRCUIT__F31_MASK UINT64_C(0x7fffffff)
-/* closed lo */
-#define CIRCUIT__EPOCH_MASK UINT64_C(0x7ffffff)
-#define CIRCUIT__LO_X (UINT64_C(1) << 59)
-#define CIRCUIT__LO_F (UINT64_C(1) << 60)
-#define CIRCUIT__LO_INTENT_SHIFT 61
-#define CIRCUIT__INTENT_NONE 0u
-#define CIRCUIT__INTENT_FOLD 1u
-#define CIRCUIT__INTENT_FAILURE 2u
-#define CIRCUIT__INTENT_ISOLATE 3u
-#define CIRCUIT__LO_ASKED (UINT64_C(1) << 63) /* failure intent: trip said true at hi's sum */
-#define CIRCUIT__SD_MAX UINT64_C(0xffffffff)
-
-/* internal state codes (lo bits 0..1) */
-#define CIRCUIT__ST_ISOLATED 0u
-#define CIRCUIT__ST_CLOSED 1u
-#define CIRCUIT__ST_OPEN 2u
-#define CIRCUIT__ST_HALF_OPEN 3u
-
-/* ---- state word encoding ------------------------------------------------ */
-static inline unsigned circuit__st(uint64_t lo) { return (unsigned)(lo & 3u); }
-static inline circuit_state circuit__pub_state(unsigned st)
-{
-    return st == CIRCUIT__ST_ISOLATED ? CIRCUIT_ISOLATED : (circuit_state)st;
-}
-static inline uint32_t circuit__gen(uint64_t lo) { return (uint32_t)((lo >> 2) & CIRCUIT__GEN_MASK); }
-/* seq (half-open) or reopens (open) */
-static inline uint32_t circuit__lo31(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__F31_MASK); }
-static inline uint32_t circuit__seq(uint64_t lo) { return circuit__lo31(lo); }
-static inline uint64_t circuit__mklo(unsigned st, uint32_t gen, uint32_t f31)
-{
-    return (uint64_t)st | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
-           ((uint64_t)(f31 & CIRCUIT__F31_MASK) << 32);
-}
-static inline uint32_t circuit__gen_next(uint32_t gen) { return (gen + 1) & (uint32_t)CIRCUIT__GEN_MASK; }
-
-#define CIRCUIT__HI_FAIL_MASK  UINT64_C(0x1ffff)
-#define CIRCUIT__HI_FULL       (UINT64_C(1) << 17)
-#define CIRCUIT__HI_LAST_FAIL  (UINT64_C(1) << 18)
-#define CIRCUIT__HI_RUN_SHIFT  19
-#define CIRCUIT__HI_RUN_MASK   UINT64_C(0x7fffffff)
-#define CIRCUIT__HI_TO_SHIFT   50
-#define CIRCUIT__HI_TO_MASK    UINT64_C(0x3fff)
-
-static inline uint32_t circuit__hi_fail(uint64_t hi) { return (uint32_t)(hi & CIRCUIT__HI_FAIL_MASK); }
-static inline uint32_t circuit__hi_run(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_RUN_SHIFT) & CIRCUIT__HI_RUN_MASK); }
-static inline uint32_t circuit__hi_to(uint64_t hi) { return (uint32_t)((hi >> CIRCUIT__HI_TO_SHIFT) & CIRCUIT__HI_TO_MASK); }
-
-/* open hi: the end of the open period, unsigned (now >= 0, CLOCK_MONOTONIC) */
-static inline bool circuit__open_over(uint64_t end, int64_t now) { return (uint64_t)now >= end; }
-static inline int64_t circuit__open_left(uint64_t end, int64_t now) { return (int64_t)(end - (uint64_t)now); }
-static inline uint64_t circuit__open_end(int64_t at, int64_t period) { return (uint64_t)at + (uint64_t)period; }
-
-/* closed word */
-static inline uint32_t circuit__cepoch(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__EPOCH_MASK); }
-static inline unsigned circuit__cintent(uint64_t lo) { return (unsigned)((lo >> CIRCUIT__LO_INTENT_SHIFT) & 3u); }
-static inline uint64_t circuit__mkclo(uint32_t gen, uint32_t epoch, bool x, bool f, unsigned intent)
-{
-    return (uint64_t)CIRCUIT__ST_CLOSED | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
-           ((uint64_t)(epoch & CIRCUIT__EPOCH_MASK) << 32) | (x ? CIRCUIT__LO_X : 0) |
-           (f ? CIRCUIT__LO_F : 0) | ((uint64_t)intent << CIRCUIT__LO_INTENT_SHIFT);
-}
-static inline uint32_t circuit__ck(uint64_t hi) { return (uint32_t)hi; }
-static inline uint64_t circuit__csd(uint64_t hi) { return hi >> 32; }
-static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
-
-/* The successes ledger's key for the epoch a closed word names: {gen tag,
- * epoch id} (bit 31 set, so that no key is the ledger's initial 0), written
- * by counting.c and compared by it and by stats. */
-static inline uint64_t circuit__ledger_key(uint64_t lo)
-{
-    return ((uint64_t)circuit__gen(lo) << 32) | (UINT64_C(1) << 31) | circuit__cepoch(lo);
-}
-
-/* A failure record of the window's ring (window.c, counting.c): only
- * failures are recorded; bit 0 marks the record as one. */
-#define CIRCUIT__REC_VALID (UINT64_C(1) << 63)
-static inline uint64_t circuit__rec_make(uint32_t gen, uint32_t seq)
-{
-    return CIRCUIT__REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) | 1u;
-}
-
 /* ---- transition records ------------------------------------------------- */
 typedef struct circuit__node {
     struct cds_lfs_node lfs;       /* liburcu stack link */
@@ -168,8 +47,8 @@ typedef struct circuit__node {
 } circuit__node;
 
 /* ---- per-CPU counters (percpu.c) ---------------------------------------- */
-/* One cache line per CPU: the success cell (counting.c) and the totals of
- * SPEC M1 that are counted on paths that write no shared line. */
+/* One cache line per CPU: the success cell (counting.c) and the totals of SPEC M1
+ * that are counted on paths that write no shared line. */
 typedef struct circuit__pcpu {
     uint64_t cell;      /* {sealed:1, epoch:31, successes:32} */
     uint64_t admitted, rejected, successes, failures, ignored, late, released;
@@ -231,15 +110,15 @@ enum circuit__total {
  *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
  *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
  *                                                   (ld_acq, stats)            word to a success that sees it
- * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_acq)         none for the count (RMW keeps it
- *  (M1)                                                                        exact); the acquire loads keep the
- *                                                                              sum before get_stats' second look
+ * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_rlx)         none: the RMW keeps each total
+ *  (M1)                                                                        exact; a reader sums values each
+ *                                                                              held, no other read depends on them
  * folded         completion's ledger_add (cas128_sc,get_stats, ledger_add     once per epoch, keyed by {gen,
  *  {key, sum}    only while core holds the intent)  (ld128_acq)                epoch}; acquire: before the check
  * next_id        fresh_epoch, closed_epoch (faa_rlx) -                         none: uniqueness only
  * transitions    transition maker (faa_rlx)         get_stats (ld_rlx)         none: a total
  * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
- * pending        publish (faa_rlx +1), deliverer    finish_call, allow         a hint only: a publisher delivers
+ * pending        publish (faa_rlx +1), deliverer    deliver_pending            a hint only: a publisher delivers
  *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
  * delivering     deliverer: cas_acq 0 -> 1,         -                          the role: release store -> the next
  *                st_rel 1 -> 0                                                 holder's acquire CAS (held, next_gen)
@@ -265,6 +144,7 @@ struct circuit_breaker {
     void *observe_arg;
     circuit_open_for_fn open_for;
     void *open_for_arg;
+    uint64_t salt;                 /* circuit_open_info.salt: the spec's, or a process-unique one */
     uint32_t window;
     uint32_t probes;
     uint64_t seq_mod;              /* window * floor(2^31 / window) */
@@ -324,97 +204,60 @@ typedef struct circuit__ticket {
 
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
 
-/* ---- shared functions ----------------------------------------------------- */
-/* Checks the config (CFG1) and, if the policy has one, asks policy->check
- * (K1); on EINVAL writes CFG2's single message naming every bad field and
- * the policy's complaint. config.c. */
+/* ---- callbacks in progress (CFG4: circuit_free from a callback) ---------- */
+/* Each call of a caller's callback (classify, trip, probe, open_for,
+ * observe) pushes a frame on a per-thread list for as long as it runs, so
+ * that circuit_free can refuse a breaker one of whose callbacks is below it
+ * on this thread's stack: freeing it there would leave the call that runs
+ * the callback to read freed memory. The list lives in the callers' stack
+ * frames; it is per-thread (never shared), so it needs no atomics.
+ * Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the
+ * circuit_done path. */
+typedef struct circuit__cb_frame {
+    const struct circuit_breaker *b;
+    const char *what; /* "classify", "trip", "probe", "open_for", "observe" */
+    struct circuit__cb_frame *prev;
+} circuit__cb_frame;
+
+extern __thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
+
+static inline void circuit__cb_enter(circuit__cb_frame *f, const struct circuit_breaker *b,
+                                     const char *what)
+{
+    f->b = b;
+    f->what = what;
+    f->prev = circuit__cb_top;
+    circuit__cb_top = f;
+}
+
+/* Declared with __attribute__((cleanup)) on the frame, so that a callback
+ * that unwinds (C++ exception, pthread_exit; the library is built with
+ * -fexceptions) pops its frame too. */
+static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f->prev; }
+
+#define CIRCUIT__CB_FRAME(name, b, what)                                                    \
+    circuit__cb_frame name __attribute__((cleanup(circuit__cb_leave)));                     \
+    circuit__cb_enter(&name, (b), (what))
+
+/* ---- ground services -------------------------------------------------------- */
+
+/* config.c: checks the config (CFG1) and, if the policy has one, asks
+ * policy->check (K1); on EINVAL writes CFG2's single message naming every
+ * bad field and the policy's complaint. */
 int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, char *errbuf,
                       size_t errbuf_len);
 
-/* clock.c */
+/* clock.c: CLOCK_MONOTONIC in ns (the test build: the settable clock). */
 int64_t circuit__now(void);
 
-/* breaker.c: the one place a transition is made (built, CASed, published).
- * `c` is the word it was decided from; `counts` the final counts of the
- * state left (including what caused it); `at` the moment it takes effect
- * (an open period starts then). Returns false, with *c re-read, when the
- * CAS lost. For to == HALF_OPEN the caller has reserved probe slot 0. */
-bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
-                         circuit_cause cause, const circuit_counts *counts, int64_t at,
-                         void *call_ctx);
-/* The CAS of the state word; the test build counts the attempts (L6 test). */
-bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected, circuit__u128 desired);
-uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
-uint32_t circuit__fresh_epoch(circuit_breaker *b);
-
-/* window.c (half-open: one result at a time through the word) */
-void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);
-bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);
-void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
-void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
-                               bool evicted_failure);
-void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq);
-uint64_t circuit__hi_add_timeout(uint64_t hi);
-
-/* counting.c (closed) */
-typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
-    uint32_t seq;              /* results counted in this generation, mod seq_mod */
-    bool full;                 /* seq has reached window */
-    uint32_t fail;             /* failures in the window */
-    bool last_fail;            /* the newest result was a failure */
-    uint32_t run;              /* its run (saturated) */
-    uint64_t S;                /* cells' sum of the epoch at this point (0 after a fold) */
-} circuit__cc;
-typedef struct circuit__left { /* failures an exact point evicted (to clear) */
-    uint64_t first, count;     /* evicted indices: first .. first + count - 1 (mod seq_mod) */
-    bool all;                  /* the whole old window left: it ended at index `from` */
-    uint64_t from;
-} circuit__left;
-typedef enum circuit__closed_result { CIRCUIT__COUNTED, CIRCUIT__LATE } circuit__closed_result;
-void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc *c, uint64_t d,
-                       bool failure, circuit__cc *out, circuit__left *left);
-void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out);
-bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write);
-bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c);
-void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
-                       void *call_ctx);
-circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen, void *call_ctx);
-circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
-                                               bool *have_now, void *call_ctx);
-bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx);
-bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
-uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch);
-void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
-                               circuit_counts *out);
-void circuit__cells_init(circuit_breaker *b);
-
-/* probes.c */
-typedef enum circuit__admit {
-    CIRCUIT__ADMITTED, CIRCUIT__FULL, CIRCUIT__STALE
-} circuit__admit;
-circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
-                                    uint32_t *slot, uint32_t *reuse);
-/* The probe slot an allow was given by making open -> half-open itself. */
-typedef struct circuit__slot0 {
-    bool held;
-    uint32_t gen;
-    uint32_t reuse;
-} circuit__slot0;
-circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
-                               circuit__slot0 *slot0);
-bool circuit__slot_release(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse);
-bool circuit__slot_release_unless_due(circuit_breaker *b, uint32_t slot, uint32_t gen,
-                                      uint32_t reuse, int64_t now);
-bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
-                            uint32_t *reuse);
-circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c);
-int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen);
-
-/* delivery.c */
-void circuit__delivery_init(circuit_breaker *b);
-void circuit__delivery_destroy(circuit_breaker *b);
-void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *call_ctx);
-void circuit__deliver(circuit_breaker *b);
+/* Aborts unless b is a live breaker built by circuit_new (CFG4). */
+static inline void circuit__check_breaker(const circuit_breaker *b, const char *fn)
+{
+    if (!b)
+        circuit__abort("%s: breaker is NULL", fn);
+    if (b->magic != CIRCUIT__MAGIC)
+        circuit__abort("%s: breaker was not built by circuit_new (or was freed)", fn);
+}
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -436,26 +279,6 @@ static inline uint64_t circuit__seq_sub(const struct circuit_breaker *b, uint64_
 static inline int64_t circuit__sat_add(int64_t a, int64_t b)
 {
     return (a > INT64_MAX - b) ? INT64_MAX : a + b;
-}
-
-/* The line of the CPU this thread runs on: sched_getcpu(), which glibc
- * answers from rseq without a system call. A thread may migrate right after:
- * every write to a line is an atomic RMW, so that costs speed, never a
- * count. */
-static inline circuit__pcpu *circuit__my_cpu(const circuit_breaker *b)
-{
-    int cpu = sched_getcpu();
-    uint32_t i = cpu < 0 ? 0u : (uint32_t)cpu;
-    if (i >= b->ncpu) /* more CPUs online than configured at circuit_new */
-        i %= b->ncpu;
-    return &b->pcpu[i];
-}
-
-/* Adds one to a total of SPEC M1 on this CPU's line. relaxed: a total
- * orders nothing; the RMW keeps it exact when two threads meet on a line. */
-static inline void circuit__total_add(circuit_breaker *b, enum circuit__total which)
-{
-    circuit__faa_rlx((uint64_t *)(void *)((char *)circuit__my_cpu(b) + which), 1);
 }
 
 #ifdef CIRCUIT_TESTING

@@ -154,12 +154,16 @@ int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg
 {
     if (p == NULL)
         presets_abort("circuit_failure_rate_init", "p is NULL");
-    if (cfg == NULL)
-        presets_abort("circuit_failure_rate_init", "cfg is NULL");
 
     circuit__msg m;
     circuit__msg_start(&m, errbuf, errbuf_len, "circuit_failure_rate");
-    if (cfg->window >= 1 && cfg->window <= CIRCUIT_MAX_COUNT) {
+    if (cfg == NULL) {
+        /* From its own parameters (0.3): the window is checked when a
+         * breaker is built, by the policy's check (K1). */
+        if (min_results < 1 || min_results > CIRCUIT_MAX_COUNT)
+            circuit__msg_add(&m, "min_results = %" PRId64 " (must be 1..%d)", min_results,
+                             CIRCUIT_MAX_COUNT);
+    } else if (cfg->window >= 1 && cfg->window <= CIRCUIT_MAX_COUNT) {
         if (min_results < 1 || min_results > cfg->window)
             circuit__msg_add(&m, "min_results = %" PRId64 " (must be 1..%d, the config's window)",
                              min_results, cfg->window);
@@ -251,9 +255,11 @@ int64_t circuit_backoff_exponential_open_for(void *arg, const circuit_open_info 
         period = period > p->cap_ns / 2 ? p->cap_ns : period * 2;
 
     if (p->jitter > 0.0) {
-        /* u in [0, 1): the top 53 bits of the generation-th SplitMix64 output. */
-        double u = (double)(splitmix64_nth(p->seed, info->generation) >> 11) *
-                   0x1p-53;
+        /* u in [0, 1): the top 53 bits of the generation-th SplitMix64 output
+         * of the stream keyed by (seed, salt): breakers sharing one struct
+         * have different salts, hence different streams. */
+        uint64_t key = splitmix64_nth(p->seed, info->salt);
+        double u = (double)(splitmix64_nth(key, info->generation) >> 11) * 0x1p-53;
         int64_t cut = (int64_t)((double)period * p->jitter * u);
         period -= cut;
     }

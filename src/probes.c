@@ -40,7 +40,9 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "counting.h"
+#include "probes.h"
+#include "transition.h"
 
 #define SLOT_BUSY UINT64_C(1)
 
@@ -128,8 +130,8 @@ static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
  * since), so a stale caller cannot damage a later half-open state.
  * Returns false when the breaker is no longer in that open state; otherwise
  * *reuse is the reservation's reuse sequence. */
-bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
-                            uint32_t *reuse)
+static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
+                          uint32_t *reuse)
 {
     circuit__u128 *s = &b->slots[0];
     circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
@@ -252,8 +254,18 @@ static void hint_note(circuit_breaker *b, int64_t due)
 }
 
 circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
-                                    uint32_t *slot, uint32_t *reuse)
+                                    circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse)
 {
+    if (slot0 && slot0->held) {
+        /* S3: slot 0, reserved with its due time before the CAS of this
+         * caller's own open -> half-open transition, is its probe slot from
+         * that CAS on: admitted even if the state has moved on since (its
+         * result is then late, T6). */
+        *slot = 0;
+        *reuse = slot0->reuse;
+        slot0->held = false;
+        return CIRCUIT__ADMITTED;
+    }
     bool stale;
     if (!slot_acquire(b, gen, slot, &stale))
         return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
@@ -285,15 +297,6 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen)
     return n;
 }
 
-circuit_state circuit__ask_probe(circuit_breaker *b, const circuit_counts *c)
-{
-    circuit_state d = b->policy.probe(b->policy.arg, c);
-    if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
-        circuit__abort("probe policy returned an invalid state (%d); it must return "
-                       "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
-                       (int)d);
-    return d;
-}
 
 typedef struct due_slot {
     int64_t due;
@@ -303,29 +306,6 @@ typedef struct due_slot {
 
 #define DUE_BATCH 64
 
-/* Counts one timeout (slot already freed by us) in generation `gen`.
- * Returns true when the state word changed generation. */
-static bool count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx)
-{
-    circuit__u128 c = circuit__ld128_acq(&b->core);
-    for (;;) {
-        if (circuit__gen(c.lo) != gen || circuit__st(c.lo) != CIRCUIT__ST_HALF_OPEN)
-            return true; /* the state changed first: the timeout is moot */
-        circuit__u128 n = {c.lo, circuit__hi_add_timeout(c.hi)};
-        circuit_counts cnt;
-        circuit__counts(b, n, &cnt);
-        circuit_state d = circuit__ask_probe(b, &cnt);
-        if (d != CIRCUIT_HALF_OPEN) {
-            if (circuit__transition(b, &c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)) {
-                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
-                return true;
-            }
-        } else if (circuit__core_cas(b, &c, n)) {
-            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
-            return false;
-        }
-    }
-}
 
 /* Times out, in due order, every probe of c's generation due at `now`.
  * Returns true when the state word changed generation. */
@@ -398,7 +378,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
             if (!circuit__cas128_sc(&b->slots[batch[k].slot], &cur, freed)) /* sc: table slots */
                 continue; /* settled or timed out by another thread */
             bit_clear(b, batch[k].slot, gen);
-            if (count_timeout(b, gen, batch[k].due, call_ctx))
+            if (circuit__count_timeout(b, gen, batch[k].due, call_ctx))
                 return true;
         }
         if (more)
@@ -418,28 +398,32 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
 {
     for (;;) {
         circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-        unsigned st = circuit__st(c.lo);
-        if (st == CIRCUIT__ST_OPEN) {
+        unsigned code = circuit__code(c.lo);
+        if (code == CIRCUIT__ST_OPEN) {
             if (!circuit__open_over(c.hi, now))
                 return c; /* still open: hi is the end of the open period */
             uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;
-            if (!circuit__slot0_reserve(b, g1, c.lo, now, &reuse))
+            if (!slot0_reserve(b, g1, c.lo, now, &reuse))
                 continue;
             static const circuit_counts zero = {0, 0, 0, 0, 0};
             if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
                                     call_ctx)) {
-                if (slot0 && !slot0->held) {
+                if (slot0) {
+                    /* S3: an allow made the transition, so the reservation
+                     * is its probe slot from the CAS on: it is admitted in
+                     * that same step, whatever other threads do next.
+                     * Return at once (nothing else can be due yet). */
                     slot0->held = true;
                     slot0->gen = g1;
                     slot0->reuse = reuse;
-                } else {
-                    circuit__slot_release(b, 0, g1, reuse);
+                    return c;
                 }
+                slot_free(b, 0, g1, reuse, false, 0); /* not a probe */
             }
             continue;
         }
-        if (st == CIRCUIT__ST_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
+        if (code == CIRCUIT__ST_HALF_OPEN && process_timeouts(b, c, now, call_ctx))
             continue;
         return c;
     }

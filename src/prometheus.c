@@ -1,7 +1,12 @@
 /*
  * circuit_stats in the Prometheus text exposition format, version 0.0.4
  * (include/circuit_prometheus.h). Built on the public API, writing through
- * message.h's text buffer.
+ * message.h's text buffer (the buffer form) or through a chunk handed to
+ * the caller's writer whenever it fills (the stream form).
+ *
+ * Cost: linear in the text written. Names are checked to be different with
+ * one hash table of the n names (expected O(total name bytes)), never by
+ * comparing every pair.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -13,21 +18,65 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The text being written: message.h's bounded buffer (snprintf's
- * contract); these three names keep this file's calls short. */
-typedef circuit__text prom_out;
+/* Bytes the stream form hands to the writer at a time (the last chunk may
+ * be shorter). */
+#define PROM_CHUNK 16384
 
-static void out_bytes(prom_out *o, const char *s, size_t n) { circuit__text_put(o, s, n); }
-static void out_str(prom_out *o, const char *s) { circuit__text_str(o, s); }
+/* The text being written. Buffer form (write == NULL): message.h's bounded
+ * buffer, snprintf's contract. Stream form: `chunk` fills, then goes to the
+ * writer; after the writer's first non-zero answer nothing more is written. */
+typedef struct prom_out {
+    circuit__text text;
+    circuit_prometheus_write_fn write;
+    void *arg;
+    int error;
+    size_t fill;
+    char chunk[PROM_CHUNK];
+} prom_out;
+
+static void out_flush(prom_out *o)
+{
+    if (o->write && o->fill > 0 && o->error == 0) {
+        int rc = o->write(o->arg, o->chunk, o->fill);
+        if (rc != 0)
+            o->error = rc;
+    }
+    o->fill = 0;
+}
+
+static void out_bytes(prom_out *o, const char *s, size_t n)
+{
+    if (!o->write) {
+        circuit__text_put(&o->text, s, n);
+        return;
+    }
+    while (n > 0 && o->error == 0) {
+        size_t k = PROM_CHUNK - o->fill < n ? PROM_CHUNK - o->fill : n;
+        memcpy(o->chunk + o->fill, s, k);
+        o->fill += k;
+        s += k;
+        n -= k;
+        if (o->fill == PROM_CHUNK)
+            out_flush(o);
+    }
+}
+
+static void out_str(prom_out *o, const char *s) { out_bytes(o, s, strlen(s)); }
+
 __attribute__((format(printf, 2, 3))) static void out_fmt(prom_out *o, const char *fmt, ...)
 {
+    char v[64]; /* a number: at most 20 digits, or 19 + "." + 9 */
     va_list ap;
     va_start(ap, fmt);
-    circuit__text_vfmt(o, fmt, ap);
+    int n = vsnprintf(v, sizeof v, fmt, ap);
     va_end(ap);
+    if (n > 0)
+        out_bytes(o, v, (size_t)n < sizeof v ? (size_t)n : sizeof v - 1);
 }
 
 /* A label value with the three escapes of the text format: \\, \" and \n. */
@@ -236,67 +285,143 @@ static void out_state(prom_out *o, const char *name, const char *breaker, circui
     }
 }
 
-int circuit_stats_format_prometheus_many(const circuit_stats *stats, const char *const *breakers,
-                                         size_t n, char *buf, size_t len)
+/* FNV-1a, 64 bits: spreads the names over the table. */
+static uint64_t name_hash(const char *s)
 {
-    prom_out o = {buf, buf ? len : 0, 0};
-    if (o.len > 0)
-        buf[0] = '\0';
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * UINT64_C(0x100000001b3);
+    return h;
+}
 
-    /* Everything is checked before anything is written. */
-    if (n > 0 && stats == NULL)
-        goto invalid;
-    if (breakers == NULL && n > 1)
-        goto invalid;
-    for (size_t i = 0; i < n; i++) {
-        if (!state_ok(stats[i].state))
-            goto invalid;
-        if (breakers == NULL)
-            continue;
-        if (breakers[i] == NULL || !utf8_ok(breakers[i]))
-            goto invalid;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(breakers[i], breakers[j]) == 0)
-                goto invalid; /* two series with the same labels */
-    }
-    if (n == 0)
+/* 0, EINVAL (a NULL name, one that is not UTF-8, or two equal names) or
+ * ENOMEM. One table of at least 2n slots, open addressing: each name is
+ * compared only with the names that share its slot run. */
+static int names_check(const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (names[i] == NULL || !utf8_ok(names[i]))
+            return EINVAL;
+    if (n < 2)
         return 0;
+    size_t cap = 4;
+    while (cap < 2 * n) {
+        if (cap > SIZE_MAX / 4 / sizeof(size_t))
+            return ENOMEM;
+        cap *= 2;
+    }
+    size_t *slot = calloc(cap, sizeof *slot); /* i + 1; 0 = empty */
+    if (!slot)
+        return ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        size_t at = (size_t)name_hash(names[i]) & (cap - 1);
+        while (slot[at] != 0) {
+            if (strcmp(names[slot[at] - 1], names[i]) == 0) {
+                rc = EINVAL; /* two series with the same labels */
+                break;
+            }
+            at = (at + 1) & (cap - 1);
+        }
+        slot[at] = i + 1;
+    }
+    free(slot);
+    return rc;
+}
 
+/* Everything is checked before anything is written: 0, EINVAL or ENOMEM. */
+static int check_all(const circuit_stats *stats, const char *const *breakers, size_t n)
+{
+    if (n > 0 && stats == NULL)
+        return EINVAL;
+    if (breakers == NULL && n > 1)
+        return EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!state_ok(stats[i].state))
+            return EINVAL;
+    return breakers ? names_check(breakers, n) : 0;
+}
+
+static void out_all(prom_out *o, const circuit_stats *stats, const char *const *breakers,
+                    size_t n)
+{
+    if (n == 0)
+        return; /* an empty text */
     for (size_t m = 0; m < sizeof prom_metrics / sizeof prom_metrics[0]; m++) {
         const prom_metric *pm = &prom_metrics[m];
-        out_str(&o, "# HELP ");
-        out_str(&o, pm->name);
-        out_str(&o, " ");
-        out_str(&o, pm->help);
-        out_str(&o, "\n# TYPE ");
-        out_str(&o, pm->name);
-        out_str(&o, pm->kind == PROM_COUNTER ? " counter\n" : " gauge\n");
-        for (size_t i = 0; i < n; i++) {
+        out_str(o, "# HELP ");
+        out_str(o, pm->name);
+        out_str(o, " ");
+        out_str(o, pm->help);
+        out_str(o, "\n# TYPE ");
+        out_str(o, pm->name);
+        out_str(o, pm->kind == PROM_COUNTER ? " counter\n" : " gauge\n");
+        for (size_t i = 0; i < n && o->error == 0; i++) {
             const char *breaker = breakers ? breakers[i] : NULL;
             for (int k = 0; k < pm->n_series; k++) {
                 if (pm->series[k].field == F_STATE) {
-                    out_state(&o, pm->name, breaker, stats[i].state);
+                    out_state(o, pm->name, breaker, stats[i].state);
                     continue;
                 }
-                out_str(&o, pm->name);
-                out_labels(&o, breaker, pm->series[k].label);
-                out_str(&o, " ");
-                out_value(&o, &stats[i], pm->series[k].field);
-                out_str(&o, "\n");
+                out_str(o, pm->name);
+                out_labels(o, breaker, pm->series[k].label);
+                out_str(o, " ");
+                out_value(o, &stats[i], pm->series[k].field);
+                out_str(o, "\n");
             }
         }
     }
-    if (o.used > INT_MAX) {
-        if (o.len > 0)
+}
+
+int circuit_stats_format_prometheus_many(const circuit_stats *stats, const char *const *breakers,
+                                         size_t n, char *buf, size_t len)
+{
+    prom_out o;
+    o.text = (circuit__text){buf, buf ? len : 0, 0};
+    o.write = NULL;
+    o.arg = NULL;
+    o.error = 0;
+    o.fill = 0;
+    if (o.text.len > 0)
+        buf[0] = '\0';
+    int rc = check_all(stats, breakers, n);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    out_all(&o, stats, breakers, n);
+    if (o.text.used > INT_MAX) {
+        if (o.text.len > 0)
             buf[0] = '\0';
         errno = EOVERFLOW;
         return -1;
     }
-    return (int)o.used;
+    return (int)o.text.used;
+}
 
-invalid:
-    errno = EINVAL;
-    return -1;
+int circuit_stats_write_prometheus_many(const circuit_stats *stats, const char *const *breakers,
+                                        size_t n, circuit_prometheus_write_fn write, void *arg)
+{
+    if (write == NULL)
+        return EINVAL;
+    int rc = check_all(stats, breakers, n);
+    if (rc != 0)
+        return rc;
+    /* The chunk is on the heap: 16 KiB is more than a small thread's stack
+     * should give a formatter. */
+    prom_out *o = malloc(sizeof *o);
+    if (!o)
+        return ENOMEM;
+    o->text = (circuit__text){NULL, 0, 0};
+    o->write = write;
+    o->arg = arg;
+    o->error = 0;
+    o->fill = 0;
+    out_all(o, stats, breakers, n);
+    out_flush(o);
+    rc = o->error;
+    free(o);
+    return rc;
 }
 
 int circuit_stats_format_prometheus(const circuit_stats *s, const char *breaker, char *buf,

@@ -28,14 +28,13 @@
  *     snapshot is the new word, with the counts of its exact point (made
  *     during this call: a value the counts held).
  */
-#include "internal.h"
+#include "counting.h"
+#include "percpu.h"
+#include "probes.h"
 
 void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
 {
-    if (!b)
-        circuit__abort("circuit_get_stats: breaker is NULL");
-    if (b->magic != CIRCUIT__MAGIC)
-        circuit__abort("circuit_get_stats: breaker was not built by circuit_new (or was freed)");
+    circuit__check_breaker(b, "circuit_get_stats");
     if (!out)
         circuit__abort("circuit_get_stats: out is NULL");
 
@@ -61,13 +60,13 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     circuit__u128 f;
     uint64_t cells = 0;
     bool with_cells = false;
-    if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED) {
+    if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
         /* acquire loads of the cells, then the ledger and the word with
          * acquire: in this order, see the top comment */
         cells = circuit__cells_read(b, circuit__cepoch(c.lo));
         f = circuit__ld128_acq(&b->folded);
         circuit__u128 again = circuit__ld128_acq(&b->core);
-        if (circuit__st(again.lo) == CIRCUIT__ST_CLOSED &&
+        if (circuit__code(again.lo) == CIRCUIT__ST_CLOSED &&
             circuit__ledger_key(again.lo) == circuit__ledger_key(c.lo)) {
             with_cells = true;
             if (f.lo != circuit__ledger_key(c.lo))
@@ -83,7 +82,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         f = circuit__ld128_acq(&b->folded); /* acquire: after the word */
     }
     s.successes += f.hi;
-    if (circuit__st(c.lo) == CIRCUIT__ST_CLOSED)
+    if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED)
         circuit__closed_counts_at(b, c, with_cells ? &cells : NULL, &s.counts);
     else
         circuit__counts(b, c, &s.counts);
@@ -91,11 +90,11 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
     s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */
 
-    unsigned st = circuit__st(c.lo);
+    unsigned code = circuit__code(c.lo);
     uint32_t tag = circuit__gen(c.lo);
-    s.state = circuit__pub_state(st);
+    s.state = circuit__pub_state(code);
     s.generation = circuit__gen_widen(b, tag);
-    if (st == CIRCUIT__ST_OPEN) {
+    if (code == CIRCUIT__ST_OPEN) {
         int64_t now = circuit__now();
         if (circuit__open_over(c.hi, now)) {
             /* what circuit_get_state reports: half-open, not yet made */
@@ -104,7 +103,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         } else {
             s.retry_after_ns = circuit__open_left(c.hi, now);
         }
-    } else if (st == CIRCUIT__ST_HALF_OPEN) {
+    } else if (code == CIRCUIT__ST_HALF_OPEN) {
         s.probes_in_flight = circuit__probes_in_flight(b, tag);
     }
     *out = s;

@@ -24,7 +24,7 @@ void    circuit_test_clock_use_real(bool real);
 
 /* ---- park points (SPEC L1 progress tests) ------------------------------ */
 typedef enum circuit_test_point {
-    CIRCUIT_TP_ALLOW_BEFORE_CAS = 1,  /* allow: state word loaded, before its CAS / decision */
+    CIRCUIT_TP_ALLOW_BEFORE_ADMIT = 1, /* allow: state word loaded, before the ticket is admitted */
     CIRCUIT_TP_DONE_BEFORE_CAS,       /* done: counts computed, before the CAS that counts */
     CIRCUIT_TP_RELEASE_BEFORE_CAS,    /* release: before the CAS that settles the ticket */
     CIRCUIT_TP_DELIVERY_WON,          /* a thread has just won the delivery role */

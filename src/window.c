@@ -1,9 +1,6 @@
 /*
  * The count window: the latest `window` counted results of the current
- * state (SPEC C1). This file appends results one at a time through the
- * state word (half-open: few probes by design); closed appends them in bulk
- * at each exact point (counting.c) on the same ring. The state word carries
- * seq (results appended so far), the
+ * state (SPEC C1). The state word carries seq (results appended so far), the
  * number of failures in the window and the last outcome; the ring remembers
  * which of the latest `window` results were FAILURES, one 8-byte record per
  * failure at index seq % window. Successes write nothing.
@@ -43,15 +40,16 @@
  * record CAS, and the evicter's read of the word is an acquire, so the
  * record CAS itself can be relaxed.
  *
- * Closed (counting.c) follows the same rules with the exact points in
- * place of single results: the record of the newest point's failure may be
- * missing and is written by whoever moves past it, and records that left
- * are cleared by the point that evicted them.
+ * Closed (counting.c) follows the same rules with exact points in place of
+ * single results: the record of the newest point's failure may be missing
+ * and is written by whoever moves past it, and records that left are
+ * cleared by the point that evicted them. Here: half-open, one result at a
+ * time through the word.
  *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
  * counting window.
  */
-#include "internal.h"
+#include "window.h"
 
 #define REC_VALID CIRCUIT__REC_VALID
 #define rec_make circuit__rec_make
@@ -69,7 +67,7 @@ static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
          * Later than that, the thread that moved it past seq + 1 wrote this
          * record first. acquire: ordered before the CAS below. */
         uint64_t lo = circuit__ld128_lo_acq(&b->core);
-        if (circuit__gen(lo) != gen || circuit__st(lo) != CIRCUIT__ST_HALF_OPEN ||
+        if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_HALF_OPEN ||
             circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
             return;
         /* the write needs no release (our next state-word CAS publishes it
@@ -116,25 +114,6 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
     ring_write(b, circuit__gen(c.lo), prev);
 }
 
-/* The counts of a half-open word (zero for open and isolated; closed
- * counts are counting.c's). */
-void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out)
-{
-    unsigned st = circuit__st(c.lo);
-    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED) {
-        *out = (circuit_counts){0, 0, 0, 0, 0};
-        return;
-    }
-    int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
-    int64_t f = circuit__hi_fail(c.hi);
-    int64_t run = circuit__hi_run(c.hi);
-    bool last_fail = (c.hi & CIRCUIT__HI_LAST_FAIL) != 0;
-    out->successes = n - f;
-    out->failures = f;
-    out->consecutive_successes = last_fail ? 0 : run;
-    out->consecutive_failures = last_fail ? run : 0;
-    out->timed_out = circuit__hi_to(c.hi);
-}
 
 /* Computes the word after appending one result to c (closed or half-open).
  * Returns true when the result it evicts was a failure recorded in the ring
@@ -174,17 +153,9 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         run++;
     uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
 
-    out->lo = circuit__mklo(circuit__st(c.lo), gen, nseq);
+    out->lo = circuit__mklo(circuit__code(c.lo), gen, nseq);
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
     return evicted_failure;
-}
-
-uint64_t circuit__hi_add_timeout(uint64_t hi)
-{
-    uint64_t to = circuit__hi_to(hi);
-    if (to < (uint64_t)CIRCUIT_TIMED_OUT_MAX)
-        to++;
-    return (hi & ~(CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT)) | (to << CIRCUIT__HI_TO_SHIFT);
 }

@@ -1,7 +1,8 @@
 /*
  * SPEC B3 for the preset: circuit_backoff_exponential's periods are a pure
- * function of (its parameters, info->reopens, info->generation); a test that
- * knows the seed predicts every one; different seeds differ; the cap is
+ * function of (its parameters, info->reopens, info->generation, info->salt);
+ * a test that knows the seed and the salt predicts every one; different
+ * seeds differ, and so do breakers sharing one struct (their salts); the cap is
  * never exceeded; init names every bad argument in one message. The last
  * tests drive the preset through a real breaker on the test clock (B1, B2).
  */
@@ -30,16 +31,20 @@ static uint64_t ref_splitmix64(uint64_t seed, uint64_t n)
 }
 
 /* period = p - trunc(p * jitter * u), p = min(cap, base * 2^reopens),
- * u = (splitmix64(seed, generation) >> 11) * 2^-53. */
-static int64_t predicted(int64_t base, int64_t cap, double jitter, uint64_t seed,
+ * u = (splitmix64(splitmix64(seed, salt), generation) >> 11) * 2^-53. */
+static int64_t predicted(int64_t base, int64_t cap, double jitter, uint64_t seed, uint64_t salt,
                          int64_t reopens, uint64_t generation)
 {
     int64_t p = base;
     for (int64_t k = 0; k < reopens && p < cap; k++)
         p = p > cap / 2 ? cap : p * 2;
-    double u = (double)(ref_splitmix64(seed, generation) >> 11) * 0x1p-53;
+    uint64_t key = ref_splitmix64(seed, salt);
+    double u = (double)(ref_splitmix64(key, generation) >> 11) * 0x1p-53;
     return p - (int64_t)((double)p * jitter * u);
 }
+
+/* The salt of the direct calls below (a breaker's is never 0). */
+#define SALT UINT64_C(5)
 
 static circuit_backoff_exponential backoff(int64_t base, int64_t cap, double jitter,
                                            uint64_t seed)
@@ -51,11 +56,17 @@ static circuit_backoff_exponential backoff(int64_t base, int64_t cap, double jit
     return p;
 }
 
+static int64_t period_salted(const circuit_backoff_exponential *p, uint64_t salt,
+                             int64_t reopens, uint64_t generation)
+{
+    circuit_open_info info = {.generation = generation, .reopens = reopens, .salt = salt};
+    return circuit_backoff_exponential_open_for((void *)(uintptr_t)p, &info);
+}
+
 static int64_t period(const circuit_backoff_exponential *p, int64_t reopens,
                       uint64_t generation)
 {
-    circuit_open_info info = {.generation = generation, .reopens = reopens};
-    return circuit_backoff_exponential_open_for((void *)(uintptr_t)p, &info);
+    return period_salted(p, SALT, reopens, generation);
 }
 
 /* ---- the hash ------------------------------------------------------------------- */
@@ -91,7 +102,7 @@ Test(b3, B3_without_jitter_periods_double_from_base_to_cap)
     cr_assert_eq(period(&flat, 40, 99), CIRCUIT_S(5));
 }
 
-Test(b3, B3_every_period_is_predicted_from_seed_and_generation)
+Test(b3, B3_every_period_is_predicted_from_seed_salt_and_generation)
 {
     const struct {
         int64_t base, cap;
@@ -103,16 +114,19 @@ Test(b3, B3_every_period_is_predicted_from_seed_and_generation)
         {1, 1000, 0.999, 0},
         {CIRCUIT_S(1), CIRCUIT_S(1) * 3600 * 24 * 365, 0.1, 12345},
     };
+    const uint64_t salts[] = {1, 2, 3, 977}; /* the reference loops salt times */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         circuit_backoff_exponential p =
             backoff(cases[c].base, cases[c].cap, cases[c].jitter, cases[c].seed);
-        for (int64_t r = 0; r < 70; r++)
-            for (uint64_t g = 1; g <= 60; g++)
-                cr_assert_eq(period(&p, r, g),
-                             predicted(cases[c].base, cases[c].cap, cases[c].jitter,
-                                       cases[c].seed, r, g),
-                             "case %zu reopens %lld generation %llu", c, (long long)r,
-                             (unsigned long long)g);
+        for (size_t s = 0; s < sizeof salts / sizeof salts[0]; s++)
+            for (int64_t r = 0; r < 70; r++)
+                for (uint64_t g = 1; g <= 60; g++)
+                    cr_assert_eq(period_salted(&p, salts[s], r, g),
+                                 predicted(cases[c].base, cases[c].cap, cases[c].jitter,
+                                           cases[c].seed, salts[s], r, g),
+                                 "case %zu salt %llu reopens %lld generation %llu", c,
+                                 (unsigned long long)salts[s], (long long)r,
+                                 (unsigned long long)g);
     }
 }
 
@@ -171,11 +185,31 @@ Test(b3, B3_different_seeds_do_not_probe_in_step)
     cr_assert_lt(close_, 20, "%d of 1000 periods within 1 ms of each other", close_);
 }
 
+Test(b3, B3_breakers_sharing_one_struct_do_not_probe_in_step)
+{
+    /* Four upstreams of one process share one struct (one seed) and trip
+     * together (same generation, same reopens): their salts differ, so do
+     * their periods, by a spread. */
+    circuit_backoff_exponential p = backoff(CIRCUIT_MS(500), CIRCUIT_S(60), 0.5, 42);
+    int same = 0, close_ = 0;
+    for (uint64_t g = 1; g <= 250; g++)
+        for (uint64_t s = 1; s <= 4; s++)
+            for (uint64_t t = s + 1; t <= 4; t++) {
+                int64_t a = period_salted(&p, s, (int64_t)(g % 5), g);
+                int64_t b = period_salted(&p, t, (int64_t)(g % 5), g);
+                same += a == b;
+                close_ += llabs(a - b) < CIRCUIT_MS(1);
+            }
+    cr_assert_eq(same, 0);
+    cr_assert_lt(close_, 20, "%d of 1500 pairs within 1 ms of each other", close_);
+}
+
 Test(b3, B3_pure_same_inputs_same_period_nothing_written)
 {
     circuit_backoff_exponential p = backoff(CIRCUIT_MS(100), CIRCUIT_S(5), 0.3, 77);
     circuit_backoff_exponential before = p;
-    circuit_open_info info = {.counts = {1, 2, 0, 2, 0}, .generation = 9, .reopens = 3};
+    circuit_open_info info = {
+        .counts = {1, 2, 0, 2, 0}, .generation = 9, .reopens = 3, .salt = 11};
     circuit_open_info info_before = info;
     int64_t first = circuit_backoff_exponential_open_for(&p, &info);
     for (int i = 0; i < 100; i++)
@@ -362,14 +396,15 @@ Test(b3, B1_B2_B3_a_breaker_follows_the_preset_schedule)
 
     fx_open(&f); /* trip from closed: reopens 0 */
     uint64_t g = f.log.tr[f.log.n - 1].generation;
-    int64_t want = predicted(1000, 6000, 0.25, 31337, 0, g);
+    uint64_t salt = circuit_get_salt(f.b);
+    int64_t want = predicted(1000, 6000, 0.25, 31337, salt, 0, g);
     expect_open_for(&f, want);
 
     for (int64_t r = 1; r <= 4; r++) {
         circuit_test_clock_advance(want); /* due: the next allow is a probe */
         fx_call(&f, RS_FAIL);             /* the probe fails: the r-th reopen */
         g = f.log.tr[f.log.n - 1].generation;
-        want = predicted(1000, 6000, 0.25, 31337, r, g);
+        want = predicted(1000, 6000, 0.25, 31337, salt, r, g);
         expect_open_for(&f, want);
     }
     /* A close starts the schedule again at the base (B2). */
@@ -379,6 +414,58 @@ Test(b3, B1_B2_B3_a_breaker_follows_the_preset_schedule)
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
     fx_open(&f);
     g = f.log.tr[f.log.n - 1].generation;
-    expect_open_for(&f, predicted(1000, 6000, 0.25, 31337, 0, g));
+    expect_open_for(&f, predicted(1000, 6000, 0.25, 31337, salt, 0, g));
     fx_free(&f);
+}
+
+Test(b3, B3_each_breaker_gets_its_own_salt_and_every_period_is_predicted)
+{
+    /* Four breakers built from one spec, sharing one parameter struct, salt
+     * left at 0: circuit_new gives each its own salt (consecutive numbers of
+     * a process-wide count), the core hands it to open_for, and a test that
+     * reads it predicts every period; the four first periods all differ. */
+    circuit_test_clock_use_real(false);
+    circuit_test_clock_set(T0);
+    circuit_backoff_exponential p = backoff(CIRCUIT_S(1), CIRCUIT_S(8), 0.5, 7);
+    enum { N = 4 };
+    fx f[N];
+    int64_t first[N];
+    for (int i = 0; i < N; i++) {
+        fx_init(&f[i], 10, 1, 1, PROBE_TO);
+        circuit_backoff_exponential_use(&f[i].spec, &p);
+        cr_assert_eq(f[i].spec.salt, 0);
+        fx_build(&f[i]);
+        uint64_t salt = circuit_get_salt(f[i].b);
+        cr_assert_neq(salt, 0);
+        if (i > 0)
+            cr_assert_eq(salt, circuit_get_salt(f[i - 1].b) + 1, "consecutive numbers");
+        fx_open(&f[i]);
+        uint64_t g = f[i].log.tr[f[i].log.n - 1].generation;
+        first[i] = predicted(CIRCUIT_S(1), CIRCUIT_S(8), 0.5, 7, salt, 0, g);
+        expect_open_for(&f[i], first[i]);
+        for (int64_t r = 1; r <= 3; r++) {
+            circuit_test_clock_advance(f[i].log.tr[f[i].log.n - 1].open_for_ns);
+            fx_call(&f[i], RS_FAIL); /* a failed probe reopens */
+            g = f[i].log.tr[f[i].log.n - 1].generation;
+            expect_open_for(&f[i], predicted(CIRCUIT_S(1), CIRCUIT_S(8), 0.5, 7, salt, r, g));
+        }
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            cr_assert_neq(first[i], first[j], "breakers %d and %d open for %lld ns alike", i, j,
+                          (long long)first[i]);
+    for (int i = 0; i < N; i++)
+        fx_free(&f[i]);
+
+    /* A salt the caller sets is used as given. */
+    fx g;
+    fx_init(&g, 10, 1, 1, PROBE_TO);
+    circuit_backoff_exponential_use(&g.spec, &p);
+    g.spec.salt = UINT64_C(0xfeedface);
+    fx_build(&g);
+    cr_assert_eq(circuit_get_salt(g.b), UINT64_C(0xfeedface));
+    fx_open(&g);
+    expect_open_for(&g, predicted(CIRCUIT_S(1), CIRCUIT_S(8), 0.5, 7, UINT64_C(0xfeedface), 0,
+                                  g.log.tr[g.log.n - 1].generation));
+    fx_free(&g);
 }

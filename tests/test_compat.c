@@ -1,5 +1,5 @@
 /*
- * "Coming from another breaker" (README): one test per table row, each
+ * docs/MIGRATION.md ("Coming from another breaker"): one test per table row, each
  * reproducing the documented behaviour through a real breaker on the test
  * clock (SPEC TM3). Test names follow the rows; a SPEC rule id appears where
  * the test pins that rule.

@@ -64,7 +64,7 @@ Test(lockfree, L1_thread_stopped_in_allow_closed)
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
     park_setup();
     circuit_ticket t;
-    parked p = {&f, CIRCUIT_TP_ALLOW_BEFORE_CAS, OP_ALLOW, &t, false};
+    parked p = {&f, CIRCUIT_TP_ALLOW_BEFORE_ADMIT, OP_ALLOW, &t, false};
     pthread_t th;
     start_parked(&p, &th);
     work_closed(&f, 200);
@@ -186,7 +186,7 @@ Test(lockfree, L1_thread_stopped_deciding_in_half_open)
     cr_assert(circuit_allow(f.b, NULL, &first, NULL));
     circuit_release(&first);
     circuit_ticket t;
-    parked p = {&f, CIRCUIT_TP_ALLOW_BEFORE_CAS, OP_ALLOW, &t, false};
+    parked p = {&f, CIRCUIT_TP_ALLOW_BEFORE_ADMIT, OP_ALLOW, &t, false};
     pthread_t th;
     start_parked(&p, &th);
     fx_call(&f, RS_OK); /* closes while the other thread is stopped */

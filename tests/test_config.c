@@ -332,8 +332,7 @@ static void new_with(void *arg)
     case 1: circuit_new(&b, NULL, NULL, 0); break;
     case 2: s.policy.trip = NULL; circuit_new(&b, &s, NULL, 0); break;
     case 3: s.policy.probe = NULL; circuit_new(&b, &s, NULL, 0); break;
-    case 4: s.classify = NULL; circuit_new(&b, &s, NULL, 0); break;
-    default: s.observe = NULL; circuit_new(&b, &s, NULL, 0); break;
+    default: s.classify = NULL; circuit_new(&b, &s, NULL, 0); break;
     }
     circuit_free(b);
 }
@@ -376,10 +375,35 @@ Test(config, CFG4_new_with_null_classify_aborts, .signal = SIGABRT)
     new_with(new_case(4));
 }
 
-Test(config, CFG4_new_with_null_observe_aborts, .signal = SIGABRT)
+/* CFG4 as amended in 0.3: observe may be NULL. There is then no observer,
+ * but transitions are made, numbered and counted exactly as with one. */
+Test(config, CFG4_observe_may_be_null_transitions_still_numbered_and_counted)
 {
-    expect_abort(new_with, new_case(5), "observe is NULL");
-    new_with(new_case(5));
+    circuit_test_clock_use_real(false);
+    circuit_test_clock_set(T0);
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.spec.observe = NULL;
+    f.spec.observe_arg = &f; /* ignored without an observer */
+    fx_build(&f);
+    fx_open(&f); /* closed -> open: generation 1 */
+    circuit_stats st;
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.state, CIRCUIT_OPEN);
+    cr_assert_eq(st.generation, 1);
+    cr_assert_eq(st.transitions, 1);
+    circuit_test_clock_advance(OPEN_FOR);
+    fx_call(&f, RS_OK); /* open -> half-open (2), a probe success */
+    fx_call(&f, RS_OK); /* the second closes (3) */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0); /* 4 */
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);   /* 5 */
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.state, CIRCUIT_CLOSED);
+    cr_assert_eq(st.generation, 5);
+    cr_assert_eq(st.transitions, 5);
+    cr_assert_eq(f.log.n, 0, "nothing reached the spy");
+    cr_assert_eq(circuit_test_pending(f.b), 0, "nothing left undelivered");
+    fx_free(&f);
 }
 
 Test(config, CFG4_null_checks_come_before_config_checks, .signal = SIGABRT)

@@ -316,12 +316,13 @@ static void *o3_order_stopped(void *arg)
     o3_order *c = (o3_order *)arg;
     alloc_park = 1;
     circuit_ticket t;
-    /* makes open -> half-open (65); by the time it goes on, 66 and 67 have
-     * closed and reopened the breaker, so it is then rejected */
+    /* makes open -> half-open (65), which admits it as 65's first probe
+     * (S3) although 66 and 67 have closed and reopened the breaker by the
+     * time it goes on */
     bool ok = circuit_allow(c->f.b, NULL, &t, NULL);
     if (ok)
         circuit_release(&t);
-    return ok ? NULL : (void *)1;
+    return ok ? (void *)1 : NULL;
 }
 
 Test(observe, O1_O3_a_stopped_publisher_delivers_the_later_transitions_in_order)
@@ -364,7 +365,7 @@ Test(observe, O1_O3_a_stopped_publisher_delivers_the_later_transitions_in_order)
     alloc_release();
     void *ret = NULL;
     pthread_join(x, &ret);
-    cr_assert_eq(ret, (void *)1, "admitted although 67 had opened the breaker");
+    cr_assert_eq(ret, (void *)1, "S3: the call that made 65 was not admitted");
     cr_assert_eq(c.f.log.n, 67, "stranded: %lld delivered of 67", (long long)c.f.log.n);
     cr_assert_eq(c.f.log.order_errors, 0);
     cr_assert_eq(circuit_test_pending(c.f.b), 0);
@@ -429,7 +430,7 @@ static fx *o4_fx;
 static void o4_hook(circuit_test_point p, void *arg)
 {
     (void)arg;
-    if (p == CIRCUIT_TP_ALLOW_BEFORE_CAS && o4_seen && *o4_seen < 0)
+    if (p == CIRCUIT_TP_ALLOW_BEFORE_ADMIT && o4_seen && *o4_seen < 0)
         *o4_seen = A_LOAD(&o4_fx->log.n);
 }
 
@@ -640,4 +641,163 @@ Test(observe, O6_half_open_made_by_a_done_carries_that_tickets_ctx)
     assert_tr(&f, 3, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 4);
     cr_assert_eq(f.log.ctx[3], &cx);
     fx_free(&f);
+}
+
+/* ---- CFG4 (0.3): circuit_free from inside a callback of the same breaker ------- */
+
+/* A breaker whose callbacks free it (or another breaker) when told to. The
+ * call that runs a callback still uses its breaker afterwards, so freeing
+ * it there aborts, naming the callback; freeing another breaker is fine. */
+typedef struct selfree {
+    circuit_breaker *b;      /* this breaker */
+    circuit_breaker *victim; /* what the chosen callback frees */
+    const char *in;          /* which callback frees: "observe", "classify", ... */
+    circuit_breaker *nested; /* observe: first makes a call on this breaker */
+    int freed;               /* the free returned (no abort) */
+} selfree;
+
+static void selfree_maybe(selfree *s, const char *where)
+{
+    if (s->in && strcmp(s->in, where) == 0 && s->victim) {
+        circuit_breaker *v = s->victim;
+        s->victim = NULL;
+        circuit_free(v);
+        s->freed++;
+    }
+}
+
+static bool selfree_trip(void *arg, const circuit_counts *c)
+{
+    selfree_maybe(arg, "trip");
+    return c->failures >= 1;
+}
+
+static circuit_state selfree_probe(void *arg, const circuit_counts *c)
+{
+    selfree_maybe(arg, "probe");
+    return c->failures > 0 ? CIRCUIT_OPEN : CIRCUIT_CLOSED;
+}
+
+static circuit_outcome selfree_classify(void *arg, void *call_ctx, int result)
+{
+    (void)call_ctx;
+    selfree_maybe(arg, "classify");
+    return result == 0 ? CIRCUIT_SUCCESS : CIRCUIT_FAILURE;
+}
+
+static int64_t selfree_open_for(void *arg, const circuit_open_info *info)
+{
+    (void)info;
+    selfree_maybe(arg, "open_for");
+    return 1000;
+}
+
+static void selfree_observe(void *arg, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    (void)t;
+    selfree *s = arg;
+    if (s->nested) { /* a call on another breaker, from inside this observe */
+        circuit_breaker *n = s->nested;
+        s->nested = NULL;
+        circuit_ticket k;
+        if (circuit_allow(n, NULL, &k, NULL))
+            circuit_done(&k, 0);
+        return;
+    }
+    selfree_maybe(s, "observe");
+}
+
+static circuit_breaker *selfree_new(selfree *s)
+{
+    circuit_spec spec = {
+        .config = {.window = 4, .probes = 1, .open_for_ns = 1000, .probe_timeout_ns = 1000},
+        .policy = {.trip = selfree_trip, .probe = selfree_probe, .arg = s},
+        .classify = selfree_classify,
+        .classify_arg = s,
+        .observe = selfree_observe,
+        .observe_arg = s,
+        .open_for = selfree_open_for,
+        .open_for_arg = s,
+    };
+    cr_assert_eq(circuit_new(&s->b, &spec, NULL, 0), 0);
+    return s->b;
+}
+
+/* One failure trips (trip, open_for, observe); after the open period a
+ * probe (classify, probe). */
+static void selfree_drive(selfree *s)
+{
+    circuit_test_clock_use_real(false);
+    circuit_test_clock_set(T0);
+    circuit_ticket t;
+    if (circuit_allow(s->b, NULL, &t, NULL))
+        circuit_done(&t, 1);
+    circuit_test_clock_advance(1000);
+    if (circuit_allow(s->b, NULL, &t, NULL))
+        circuit_done(&t, 0);
+}
+
+static void selfree_in(void *arg)
+{
+    static selfree s;
+    memset(&s, 0, sizeof s);
+    s.in = arg;
+    s.victim = selfree_new(&s);
+    selfree_drive(&s);
+}
+
+Test(observe, CFG4_free_from_inside_observe_aborts_naming_observe)
+{
+    expect_abort(selfree_in, "observe",
+                 "circuit_free: called from inside observe of the same breaker");
+}
+
+Test(observe, CFG4_free_from_inside_any_other_callback_aborts_naming_it)
+{
+    expect_abort(selfree_in, "classify",
+                 "circuit_free: called from inside classify of the same breaker");
+    expect_abort(selfree_in, "trip", "circuit_free: called from inside trip of the same breaker");
+    expect_abort(selfree_in, "open_for",
+                 "circuit_free: called from inside open_for of the same breaker");
+    expect_abort(selfree_in, "probe",
+                 "circuit_free: called from inside probe of the same breaker");
+}
+
+/* Breaker A's observe makes a call on breaker B, whose classify frees A:
+ * A's observe is still below on the stack, so that aborts too. */
+static void selfree_nested(void *arg)
+{
+    (void)arg;
+    static selfree a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    selfree_new(&a);
+    selfree_new(&b);
+    a.nested = b.b;
+    b.in = "classify";
+    b.victim = a.b;
+    selfree_drive(&a);
+}
+
+Test(observe, CFG4_free_from_a_nested_call_inside_observe_aborts)
+{
+    expect_abort(selfree_nested, NULL,
+                 "circuit_free: called from inside observe of the same breaker");
+}
+
+Test(observe, CFG4_observe_may_free_another_breaker)
+{
+    selfree a, other;
+    memset(&a, 0, sizeof a);
+    memset(&other, 0, sizeof other);
+    selfree_new(&a);
+    a.in = "observe";
+    a.victim = selfree_new(&other);
+    selfree_drive(&a);
+    cr_assert_eq(a.freed, 1, "observe freed the other breaker and went on");
+    circuit_stats st;
+    circuit_get_stats(a.b, &st);
+    cr_assert_eq(st.transitions, 3); /* open, half-open, closed */
+    circuit_free(a.b);               /* outside every callback: fine */
 }

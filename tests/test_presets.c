@@ -323,6 +323,41 @@ Test(presets, failure_rate_init_min_results_bounds_follow_the_window)
     cr_assert_eq(circuit_failure_rate_init(&p, &c, 2, 0.5, 1, NULL, 0), EINVAL);
 }
 
+/* 0.3: initialised from its own parameters (cfg NULL), min_results bounded
+ * by CIRCUIT_MAX_COUNT; the window is checked when a breaker is built (K1). */
+Test(presets, K1_failure_rate_from_its_own_parameters_window_checked_at_build)
+{
+    circuit_failure_rate p;
+    char err[256] = "stale";
+    cr_assert_eq(circuit_failure_rate_init(&p, NULL, 50, 0.5, 2, err, sizeof err), 0);
+    cr_assert_str_eq(err, "");
+    cr_assert_eq(p.min_results, 50);
+    cr_assert_eq(circuit_failure_rate_init(&p, NULL, CIRCUIT_MAX_COUNT, 0.5, 2, NULL, 0), 0);
+    cr_assert_eq(circuit_failure_rate_init(&p, NULL, CIRCUIT_MAX_COUNT + 1, 0.5, 2, err,
+                                           sizeof err),
+                 EINVAL);
+    cr_assert_str_eq(err, "invalid circuit_failure_rate: min_results = 65537 (must be 1..65536)");
+    cr_assert_eq(circuit_failure_rate_init(&p, NULL, 0, 2.0, 2, err, sizeof err), EINVAL);
+    cr_assert_str_eq(err, "invalid circuit_failure_rate: min_results = 0 (must be 1..65536); "
+                          "ratio = 2 (must be in (0, 1])");
+
+    cr_assert_eq(circuit_failure_rate_init(&p, NULL, 50, 0.5, 2, NULL, 0), 0);
+    circuit_spec spec = {
+        .config = {.window = 10, .probes = 1, .open_for_ns = SEC, .probe_timeout_ns = SEC},
+        .policy = circuit_failure_rate_policy(&p),
+        .classify = circuit_classify_errno,
+    };
+    circuit_breaker *b = NULL;
+    cr_assert_eq(circuit_new(&b, &spec, err, sizeof err), EINVAL);
+    cr_assert_null(b);
+    cr_assert(strstr(err, "policy: circuit_failure_rate min_results = 50 exceeds window = 10") !=
+                  NULL,
+              "%s", err);
+    spec.config.window = 50;
+    cr_assert_eq(circuit_new(&b, &spec, err, sizeof err), 0, "%s", err);
+    circuit_free(b);
+}
+
 Test(presets, failure_rate_init_ratio_is_in_zero_exclusive_one_inclusive)
 {
     circuit_config c = {10, 1, SEC, SEC};
@@ -413,12 +448,6 @@ static void failure_rate_init_null_p(void *arg)
     circuit_failure_rate_init(NULL, arg, 1, 0.5, 1, NULL, 0);
 }
 
-static void failure_rate_init_null_cfg(void *arg)
-{
-    (void)arg;
-    circuit_failure_rate p;
-    circuit_failure_rate_init(&p, NULL, 1, 0.5, 1, NULL, 0);
-}
 
 static void failure_rate_policy_of(void *arg)
 {
@@ -429,7 +458,6 @@ Test(presets, CFG4_failure_rate_aborts_on_null_and_uninitialised)
 {
     circuit_config c = {10, 1, SEC, SEC};
     expect_abort(failure_rate_init_null_p, &c, "circuit_failure_rate_init: p is NULL");
-    expect_abort(failure_rate_init_null_cfg, NULL, "circuit_failure_rate_init: cfg is NULL");
     expect_abort(failure_rate_policy_of, NULL, "circuit_failure_rate_policy: p is NULL");
     circuit_failure_rate p;
     cr_assert_eq(circuit_failure_rate_init(&p, &c, 0, 0.5, 1, NULL, 0), EINVAL);

@@ -1,5 +1,5 @@
 /*
- * "Coming from another breaker" (README), the 0.2 rows: live stats, operator
+ * docs/MIGRATION.md ("Coming from another breaker"), the 0.2 rows: live stats, operator
  * control and open-period backoff, as gobreaker, resilience4j, Polly and
  * opossum users know them. One test per table row, named after it, each
  * driven through a real breaker on the test clock (SPEC TM3). The 0.1 rows

@@ -368,3 +368,128 @@ Test(prometheus, names_must_be_utf8)
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         cr_assert_gt(circuit_stats_format_prometheus(&s, good[i], NULL, 0), 0, "case %zu", i);
 }
+
+/* ---- many breakers: the stream form, and names checked in linear time ------------ */
+
+typedef struct sink {
+    char *data;
+    size_t used, cap;
+    size_t calls, largest;
+    size_t fail_at; /* the call (1, 2, ...) that answers fail_rc; 0: never */
+    int fail_rc;
+} sink;
+
+static int sink_write(void *arg, const char *data, size_t len)
+{
+    sink *k = arg;
+    k->calls++;
+    cr_assert_gt(len, 0, "an empty chunk");
+    if (len > k->largest)
+        k->largest = len;
+    if (k->fail_at && k->calls == k->fail_at)
+        return k->fail_rc;
+    if (k->used + len + 1 > k->cap) {
+        k->cap = (k->used + len + 1) * 2;
+        k->data = realloc(k->data, k->cap);
+        cr_assert_not_null(k->data);
+    }
+    memcpy(k->data + k->used, data, len);
+    k->used += len;
+    k->data[k->used] = '\0';
+    return 0;
+}
+
+typedef struct fleet {
+    size_t n;
+    circuit_stats *st;
+    char **names;
+} fleet;
+
+static fleet fleet_make(size_t n)
+{
+    fleet f = {n, calloc(n, sizeof(circuit_stats)), calloc(n, sizeof(char *))};
+    cr_assert(f.st && f.names);
+    for (size_t i = 0; i < n; i++) {
+        f.st[i] = open_stats();
+        f.st[i].state = (circuit_state)(1 + i % 4);
+        f.st[i].admitted = i * 1000003u;
+        f.names[i] = malloc(64);
+        snprintf(f.names[i], 64, "upstream-%zu.example:8080", i);
+    }
+    return f;
+}
+
+static void fleet_free(fleet *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->names[i]);
+    free(f->names);
+    free(f->st);
+}
+
+Test(prometheus, the_stream_form_writes_the_buffer_forms_text_in_chunks)
+{
+    fleet f = fleet_make(2000);
+    const char *const *names = (const char *const *)f.names;
+    int n = circuit_stats_format_prometheus_many(f.st, names, f.n, NULL, 0);
+    cr_assert_gt(n, 16384 * 4, "several chunks");
+    char *want = malloc((size_t)n + 1);
+    cr_assert_eq(circuit_stats_format_prometheus_many(f.st, names, f.n, want, (size_t)n + 1), n);
+    sink k = {0};
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, sink_write, &k), 0);
+    cr_assert_eq(k.used, (size_t)n);
+    cr_assert_str_eq(k.data, want, "byte for byte");
+    cr_assert_eq(k.largest, 16384, "chunks of at most 16 KiB");
+    cr_assert_eq(k.calls, ((size_t)n + 16383) / 16384, "every chunk but the last is full");
+    /* one breaker, no label: the single call's text too */
+    sink one = {0};
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, NULL, 1, sink_write, &one), 0);
+    char buf[8192];
+    int m = circuit_stats_format_prometheus(&f.st[0], NULL, buf, sizeof buf);
+    cr_assert_eq(one.used, (size_t)m);
+    cr_assert_str_eq(one.data, buf);
+    free(one.data);
+    free(k.data);
+    free(want);
+    fleet_free(&f);
+}
+
+Test(prometheus, the_stream_form_stops_at_the_writers_first_error)
+{
+    fleet f = fleet_make(500);
+    const char *const *names = (const char *const *)f.names;
+    sink k = {.fail_at = 3, .fail_rc = EPIPE};
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, sink_write, &k), EPIPE);
+    cr_assert_eq(k.calls, 3, "nothing written after the error");
+    cr_assert_eq(k.used, 2 * 16384);
+    free(k.data);
+    sink e = {0};
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, 0, sink_write, &e), 0);
+    cr_assert_eq(e.calls, 0, "zero breakers: nothing");
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, NULL, NULL), EINVAL);
+    fleet_free(&f);
+}
+
+Test(prometheus, equal_names_anywhere_are_refused_by_both_forms)
+{
+    fleet f = fleet_make(5000);
+    const char *const *names = (const char *const *)f.names;
+    char *keep = f.names[4999];
+    f.names[4999] = f.names[0]; /* the first and the last: far apart */
+    sink k = {0};
+    errno = 0;
+    cr_assert_eq(circuit_stats_format_prometheus_many(f.st, names, f.n, NULL, 0), -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, sink_write, &k), EINVAL);
+    cr_assert_eq(k.calls, 0, "a bad argument writes nothing");
+    /* equal text in different memory */
+    f.names[4999] = keep;
+    snprintf(f.names[4999], 64, "%s", f.names[2500]);
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, sink_write, &k), EINVAL);
+    /* all different again: accepted */
+    snprintf(f.names[4999], 64, "upstream-last");
+    cr_assert_eq(circuit_stats_write_prometheus_many(f.st, names, f.n, sink_write, &k), 0);
+    cr_assert_gt(k.used, 0);
+    free(k.data);
+    fleet_free(&f);
+}

@@ -9,11 +9,17 @@
  * without _total, a repeated TYPE line, a raw invalid byte in a label), so
  * that this test cannot pass by running something that accepts anything.
  *
+ * Then a large exposition written by the stream form
+ * (circuit_stats_write_prometheus_many) into a file, CIRCUIT_PROMTOOL_BREAKERS
+ * breakers (default 10000; 100000 makes the 110 MB text of the header's
+ * example): promtool reads it from the file.
+ *
  * A plain program (not Criterion): it also runs in the TSan build.
  * Exit 0: pass; 1: fail (also when promtool is missing under CI=true, which
  * .ci/run sets); 77: skipped (promtool is not installed, outside CI). `PROMTOOL` in the environment overrides the program.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,7 +102,104 @@ static int run_promtool(const char *text, char *out, size_t out_len)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* `promtool check metrics < path`: its exit status (127: missing, -1:
+ * could not run), its output in out. */
+static int run_promtool_file(const char *path, char *out, size_t out_len)
+{
+    int res[2];
+    if (pipe(res) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            _exit(126);
+        dup2(fd, STDIN_FILENO);
+        dup2(res[1], STDOUT_FILENO);
+        dup2(res[1], STDERR_FILENO);
+        close(fd);
+        close(res[0]);
+        close(res[1]);
+        execlp(promtool(), promtool(), "check", "metrics", (char *)NULL);
+        _exit(127);
+    }
+    close(res[1]);
+    size_t used = 0;
+    for (;;) {
+        ssize_t k = read(res[0], out + used, out_len - 1 - used);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        used += (size_t)k;
+        if (used == out_len - 1)
+            break;
+    }
+    out[used] = '\0';
+    close(res[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int to_file(void *arg, const char *data, size_t len)
+{
+    return fwrite(data, 1, len, (FILE *)arg) == len ? 0 : EIO;
+}
+
 static int failures;
+
+/* n breakers of every state, streamed to a file, checked by promtool. */
+static void expect_clean_streamed(size_t n)
+{
+    circuit_stats *st = calloc(n, sizeof *st);
+    char **names = calloc(n, sizeof *names);
+    char path[] = "/tmp/circuit-promtool-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!st || !names || !f) {
+        printf("FAIL streamed: could not set up (%s)\n", strerror(errno));
+        failures++;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        st[i] = (circuit_stats){.state = (circuit_state)(1 + i % 4), .generation = i % 9,
+                                .retry_after_ns = (int64_t)i * 7, .admitted = i * 1000,
+                                .successes = i * 990, .failures = i * 10, .transitions = i % 9};
+        names[i] = malloc(64);
+        snprintf(names[i], 64, "upstream-%zu.pool-%zu.example:8080", i, i % 97);
+    }
+    int rc = circuit_stats_write_prometheus_many(st, (const char *const *)names, n, to_file, f);
+    long size = ftell(f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = EIO;
+    if (rc != 0) {
+        printf("FAIL streamed %zu breakers: %s\n", n, strerror(rc));
+        failures++;
+    } else {
+        char out[4096];
+        int prc = run_promtool_file(path, out, sizeof out);
+        if (prc != 0 || out[0] != '\0') {
+            printf("FAIL streamed %zu breakers (%ld bytes): promtool exit %d, said:\n%s\n", n,
+                   size, prc, out);
+            failures++;
+        } else {
+            printf("ok   %zu breakers streamed to a file (%ld bytes): promtool check metrics "
+                   "passes\n",
+                   n, size);
+        }
+    }
+    unlink(path);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(st);
+}
 
 static void expect_rejected(const char *what, const char *text)
 {
@@ -194,6 +297,9 @@ int main(void)
     circuit_stats_format_prometheus(&st[1], "b", two, sizeof two);
     snprintf(both, sizeof both, "%s%s", one, two);
     expect_rejected("two single-breaker texts concatenated", both);
+
+    const char *many = getenv("CIRCUIT_PROMTOOL_BREAKERS");
+    expect_clean_streamed(many && *many ? (size_t)strtoul(many, NULL, 10) : 10000);
 
     printf("%s\n", failures ? "FAILED" : "PASSED");
     return failures ? 1 : 0;

@@ -1,5 +1,5 @@
 /*
- * The text helpers of src/config.c for 0.2: circuit_retry_after_s (whole
+ * The text helpers of src/names.c: circuit_retry_after_s (whole
  * seconds for an HTTP Retry-After header) and the isolated state in
  * circuit_state_name / circuit_rejection_format (SPEC OP3's last sentence).
  * Pure functions, tested on hand-made rejections.

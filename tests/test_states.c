@@ -156,6 +156,56 @@ Test(states, S3_only_one_call_makes_the_half_open_transition)
     fx_free(&f);
 }
 
+typedef struct s3_opener {
+    fx *f;
+    circuit_ticket t;
+    circuit_rejection rej;
+    bool admitted;
+} s3_opener;
+
+static void *s3_opener_thread(void *arg)
+{
+    s3_opener *o = arg;
+    park_me_at(CIRCUIT_TP_AFTER_PUBLISH);
+    o->admitted = circuit_allow(o->f->b, (void *)0x53, &o->t, &o->rej);
+    return NULL;
+}
+
+/* The allow that makes open -> half-open is admitted, as the first probe,
+ * in the same atomic step as the transition (its probe slot was reserved
+ * before the CAS that made the state): stopped right after that CAS, while
+ * the operator isolates the breaker, it is still admitted, in the
+ * half-open generation it made, and its result is then late (T6). */
+Test(states, S3_the_call_that_makes_half_open_is_admitted_even_if_isolated_at_once)
+{
+    fx f;
+    fx_new(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    fx_half_open_due(&f); /* generation 1: open, its period over */
+    park_setup();
+    s3_opener o = {&f, CIRCUIT_TICKET_INIT, {0, 0}, false};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, s3_opener_thread, &o), 0);
+    park_wait(); /* generation 2 made by the opener, not yet returned */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_HALF_OPEN);
+    circuit_ticket other;
+    circuit_rejection rej;
+    cr_assert_not(circuit_allow(f.b, NULL, &other, &rej), "probes = 1: the slot is the opener's");
+    assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0); /* generation 3 */
+    park_release();
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert(o.admitted, "the call that made half-open was rejected with %s",
+              circuit_state_name(o.rej.state));
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 2);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_ISOLATED, 3);
+    cr_assert_not(circuit_done(&o.t, RS_OK), "its result belongs to generation 2: late");
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    cr_assert_eq(s.probes_in_flight, 0);
+    cr_assert_eq(s.late, 1);
+    fx_free(&f);
+}
+
 /* ---- S4 ---------------------------------------------------------------------- */
 
 static void to_half_open(fx *f)

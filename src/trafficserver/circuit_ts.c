@@ -450,6 +450,8 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         fmt_duration(b, sizeof b, p->open_for_ns);
         err_add(&e, "open-for-max=%s (must be >= open-for=%s)", a, b);
     }
+    if (!have_max && p->jitter != 0.0)
+        err_add(&e, "jitter=%g (only with open-for-max: it cuts the doubling periods)", p->jitter);
     if (!have_max)
         p->open_for_max_ns = 0;
     return e.n == 0;
@@ -531,7 +533,7 @@ static void observe_transition(void *arg, void *call_ctx, const circuit_transiti
                circuit_state_name(t->to), t->generation, cause, open_part, t->counts.successes,
                t->counts.failures, t->counts.consecutive_failures, t->counts.timed_out);
     /* The metrics see the new state at once; the task refreshes the rest. */
-    if (r->stat[ST_STATE] >= 0) {
+    if (r->stat[ST_STATE] >= 0 && r->stat[ST_GENERATION] >= 0) {
         TSStatIntSet(r->stat[ST_STATE], t->to);
         TSStatIntSet(r->stat[ST_GENERATION], (int64_t)t->generation);
     }
@@ -552,9 +554,18 @@ static void stats_create(rule *r)
         else {
             r->stat[i] = TSStatCreate(name, TS_RECORDDATATYPE_INT, TS_STAT_NON_PERSISTENT,
                                       TS_STAT_SYNC_SUM);
-            if (r->stat[i] < 0)
-                TSError("%s: breaker %s: cannot create the metric %s (raise "
-                        "proxy.config.stat_api.max_stats_allowed)", PLUGIN_NAME, r->p.name, name);
+            /* 9.2 hands out an id even when its records table is full (and
+             * setting that id crashes): only a name it can find is real. */
+            if (r->stat[i] >= 0 && TSStatFindName(name, &id) != TS_SUCCESS)
+                r->stat[i] = -1;
+            if (r->stat[i] < 0) {
+                TSError("%s: breaker %s: no room for the metric %s: this breaker has no "
+                        "Traffic Server metrics (the Prometheus rule still shows it); raise "
+                        "traffic_manager's --maxRecords", PLUGIN_NAME, r->p.name, name);
+                for (int j = 0; j < ST_COUNT; j++)
+                    r->stat[j] = -1;
+                return;
+            }
         }
     }
 }
@@ -944,8 +955,9 @@ void TSRemapDeleteInstance(void *ih)
     }
 }
 
-/* The Prometheus rule: every current breaker in one exposition. */
-static void serve_metrics(TSHttpTxn txn)
+/* The Prometheus rule: every current breaker in one exposition, built into
+ * a malloc'd buffer (NULL on failure). */
+static char *metrics_text(int *len_out)
 {
     pthread_mutex_lock(&registry_mu);
     size_t n = 0;
@@ -972,13 +984,91 @@ static void serve_metrics(TSHttpTxn txn)
     TSfree(st);
     TSfree(names);
     if (len < 0) {
+        TSError("%s: the Prometheus text could not be built: %s", PLUGIN_NAME, strerror(errno));
         TSfree(body);
-        TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_INTERNAL_SERVER_ERROR);
-        return;
+        return NULL;
     }
-    TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_OK);
-    TSHttpTxnErrorBodySet(txn, body, (size_t)len,
-                          TSstrdup("text/plain; version=0.0.4; charset=utf-8"));
+    *len_out = len;
+    return body;
+}
+
+/* The metrics rule answers as its own origin (a server intercept): Traffic
+ * Server's error-body path, used for the 503s, cuts bodies of more than a
+ * few KiB, and the exposition grows by about 1.1 KiB per breaker. */
+typedef struct metrics_conn {
+    TSVConn vc;
+    TSIOBuffer in, out;
+    TSIOBufferReader in_reader, out_reader;
+} metrics_conn;
+
+static void metrics_conn_close(TSCont contp, metrics_conn *mc)
+{
+    if (mc->vc)
+        TSVConnClose(mc->vc);
+    if (mc->in)
+        TSIOBufferDestroy(mc->in);
+    if (mc->out)
+        TSIOBufferDestroy(mc->out);
+    TSfree(mc);
+    TSContDestroy(contp);
+}
+
+static int metrics_intercept(TSCont contp, TSEvent event, void *edata)
+{
+    metrics_conn *mc = TSContDataGet(contp);
+    switch (event) {
+    case TS_EVENT_NET_ACCEPT: {
+        mc->vc = edata;
+        int len = 0;
+        char *body = metrics_text(&len);
+        char head[256];
+        int hl = body ? snprintf(head, sizeof head,
+                                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
+                                 "charset=utf-8\r\nCache-Control: no-store\r\n"
+                                 "Content-Length: %d\r\nConnection: close\r\n\r\n", len)
+                      : snprintf(head, sizeof head,
+                                 "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n");
+        mc->in = TSIOBufferCreate();
+        mc->in_reader = TSIOBufferReaderAlloc(mc->in);
+        mc->out = TSIOBufferCreate();
+        mc->out_reader = TSIOBufferReaderAlloc(mc->out);
+        TSIOBufferWrite(mc->out, head, hl);
+        if (body) {
+            TSIOBufferWrite(mc->out, body, len);
+            TSfree(body);
+        }
+        /* the request is read and dropped; the answer does not depend on it */
+        TSVConnRead(mc->vc, contp, mc->in, INT64_MAX);
+        TSVConnWrite(mc->vc, contp, mc->out_reader, TSIOBufferReaderAvail(mc->out_reader));
+        return 0;
+    }
+    case TS_EVENT_VCONN_READ_READY:
+        TSIOBufferReaderConsume(mc->in_reader, TSIOBufferReaderAvail(mc->in_reader));
+        return 0;
+    case TS_EVENT_VCONN_WRITE_READY:
+        return 0;
+    case TS_EVENT_VCONN_READ_COMPLETE:
+    case TS_EVENT_VCONN_EOS:
+        if (mc->vc)
+            TSVConnShutdown(mc->vc, 1, 0);
+        return 0;
+    case TS_EVENT_VCONN_WRITE_COMPLETE:
+    case TS_EVENT_ERROR:
+    case TS_EVENT_NET_ACCEPT_FAILED:
+    default:
+        metrics_conn_close(contp, mc);
+        return 0;
+    }
+}
+
+static void serve_metrics(TSHttpTxn txn)
+{
+    TSCont c = TSContCreate(metrics_intercept, TSMutexCreate());
+    metrics_conn *mc = TSmalloc(sizeof *mc);
+    memset(mc, 0, sizeof *mc);
+    TSContDataSet(c, mc);
+    TSHttpTxnServerIntercept(c, txn);
 }
 
 TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
@@ -989,15 +1079,20 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         serve_metrics(txn);
         return TSREMAP_NO_REMAP;
     }
-    txn_state *st = TSmalloc(sizeof *st);
+    /* A transaction remapped again (a followed redirect) keeps its struct and
+     * hooks: the earlier ticket was settled by its 3xx, or is released. */
+    txn_state *st = TSUserArgGet(txn, txn_arg);
+    bool hooked = st != NULL;
+    if (st != NULL)
+        settle(st, 0);
+    else
+        st = TSmalloc(sizeof *st);
     st->r = r;
     st->settled = false;
     st->retry_after_s = 0;
     circuit_rejection rej;
     st->admitted = circuit_allow(r->b, st, &st->ticket, &rej);
-    if (st->admitted) {
-        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
-    } else {
+    if (!st->admitted) {
         /* AT2: answered here; Traffic Server contacts no origin. */
         char text[128];
         int n = circuit_rejection_format(&rej, text, sizeof text - 1);
@@ -1009,8 +1104,11 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_SERVICE_UNAVAILABLE);
         TSHttpTxnErrorBodySet(txn, TSstrdup(text), (size_t)n, TSstrdup("text/plain"));
     }
-    TSUserArgSet(txn, txn_arg, st);
-    TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
-    TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    if (!hooked) {
+        TSUserArgSet(txn, txn_arg, st);
+        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
+        TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
+        TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    }
     return TSREMAP_NO_REMAP;
 }

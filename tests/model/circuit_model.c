@@ -63,6 +63,7 @@ struct cmodel {
     void               *observe_arg;
     circuit_open_for_fn open_for; /* NULL: every period is cfg.open_for_ns (B1) */
     void               *open_for_arg;
+    uint64_t            salt;     /* circuit_open_info.salt (B3) */
     cmodel_clock_fn     now;
     void               *now_arg;
 
@@ -170,6 +171,7 @@ static int64_t choose_open_period(cmodel *m)
     info.counts = m->counts; /* final counts of the state left */
     info.generation = m->gen + 1;
     info.reopens = m->state == CIRCUIT_HALF_OPEN ? m->reopens + 1 : 0;
+    info.salt = m->salt;
     int64_t period = m->open_for(m->open_for_arg, &info);
     if (period <= 0)
         die("open_for returned a period <= 0 (%lld)", (long long)period);
@@ -367,7 +369,8 @@ static void deliver(cmodel *m)
 
         delivery d = {m, p};
         pthread_cleanup_push(delivery_unwound, &d);
-        m->observe(m->observe_arg, p->call_ctx, &p->t);
+        if (m->observe)
+            m->observe(m->observe_arg, p->call_ctx, &p->t);
         pthread_cleanup_pop(0);
         free(p);
 
@@ -405,8 +408,7 @@ int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void
         die("cmodel_new: NULL policy.probe");
     if (spec->classify == NULL)
         die("cmodel_new: NULL classify");
-    if (spec->observe == NULL)
-        die("cmodel_new: NULL observe");
+    /* observe may be NULL (CFG4 as amended in 0.3): no observer */
 
     /* CFG1, CFG2: every invalid field, its bound and the value given */
     const circuit_config *c = &spec->config;
@@ -458,6 +460,9 @@ int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void
     m->observe_arg = spec->observe_arg;
     m->open_for = spec->open_for;
     m->open_for_arg = spec->open_for_arg;
+    /* B3 (0.3): the spec's salt, or the next of this process's models */
+    static uint64_t salts;
+    m->salt = spec->salt ? spec->salt : __atomic_add_fetch(&salts, 1, __ATOMIC_RELAXED);
     m->now = now;
     m->now_arg = now_arg;
     m->state = CIRCUIT_CLOSED; /* S1: generation 0, nothing delivered */

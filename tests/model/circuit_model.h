@@ -71,7 +71,7 @@ typedef int64_t (*cmodel_clock_fn)(void *arg);
 /** Like circuit_new: 0, EINVAL (one message naming every invalid field,
  *  then the complaint of policy.check if it has one (K1); *out = NULL) or
  *  ENOMEM (*out = NULL). `now` may be NULL (CLOCK_MONOTONIC). Aborts when
- *  out, spec, a policy function, classify or observe is NULL, or when
+ *  out, spec, a policy function or classify is NULL (observe may be), or when
  *  policy.check returns anything but 0 or EINVAL. */
 int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void *now_arg,
                char *errbuf, size_t errbuf_len);

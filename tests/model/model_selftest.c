@@ -1289,13 +1289,6 @@ static void allow_live(void)
     allow(&afx, &t);
     allow(&afx, &t);
 }
-static void new_null_observe(void)
-{
-    circuit_spec s = fx_spec(&afx, 1, 1, 1, 1);
-    s.observe = NULL;
-    cmodel *m;
-    cmodel_new(&m, &s, NULL, NULL, NULL, 0);
-}
 static void null_model(void)
 {
     cmodel_get_state(NULL);
@@ -1325,7 +1318,6 @@ TEST(CFG4_T1_T4_programming_errors_abort)
     expect_abort("classify invalid", classify_invalid, "classify returned an invalid outcome");
     expect_abort("probe invalid", probe_invalid, "probe policy returned an invalid state");
     expect_abort("allow on a live ticket", allow_live, "live");
-    expect_abort("NULL observe", new_null_observe, "NULL observe");
     expect_abort("NULL model", null_model, "NULL model");
     expect_abort("open_for <= 0 (B1)", open_for_nonpositive, "open_for returned a period <= 0 (-5)");
     expect_abort("policy.check answers 7 (K1)", check_bad_answer, "policy.check returned 7");

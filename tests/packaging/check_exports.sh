@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packaging test: the shared library exports exactly the public API.
-#   - its SONAME is libcircuit.so.1;
+#   - its SONAME is libcircuit.so.2;
 #   - `nm -D --defined-only` lists only circuit_* symbols (never the internal
 #     circuit__* ones nor the test seam's circuit_test_*);
 #   - every exported symbol is declared CIRCUIT_API in an installed header,
@@ -12,8 +12,8 @@ shift 3
 
 fail=0
 soname=$("$readelf" -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
-if [[ "$soname" != "libcircuit.so.1" ]]; then
-    echo "SONAME is '$soname', expected libcircuit.so.1"
+if [[ "$soname" != "libcircuit.so.2" ]]; then
+    echo "SONAME is '$soname', expected libcircuit.so.2"
     fail=1
 fi
 

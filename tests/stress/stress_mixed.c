@@ -32,22 +32,27 @@
 
 static const stress_config configs[] = {
     /* variant B: the test clock, moved by the threads */
-    {"test p1 w1 no-timeout", 1, 1, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 30, 10, false, 0},
-    {"test p3 w4 timeouts", 4, 3, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0},
-    {"test p64 w65536 no-timeout", 65536, 64, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 25, 10, false, 0},
-    {"test p1 w65536 timeouts nested", 65536, 1, 20 * US, 15 * US, false, true, 2 * US, true, 30, 10, false, 0},
-    {"test p3 w1 no-timeout nested", 1, 3, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, true, 30, 10, false, 0},
-    {"test p64 w4 timeouts", 4, 64, 20 * US, 25 * US, false, true, 2 * US, false, 30, 5, false, 0},
+    {"test p1 w1 no-timeout", 1, 1, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 30, 10, false, 0, 0, false},
+    {"test p3 w4 timeouts", 4, 3, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0, 0, false},
+    {"test p64 w65536 no-timeout", 65536, 64, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 25, 10, false, 0, 0, false},
+    {"test p1 w65536 timeouts nested", 65536, 1, 20 * US, 15 * US, false, true, 2 * US, true, 30, 10, false, 0, 0, false},
+    {"test p3 w1 no-timeout nested", 1, 3, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, true, 30, 10, false, 0, 0, false},
+    {"test p64 w4 timeouts", 4, 64, 20 * US, 25 * US, false, true, 2 * US, false, 30, 5, false, 0, 0, false},
     /* variant A: the real clock */
-    {"real p1 w4", 4, 1, 200 * US, 100 * US, true, false, 0, false, 30, 10, false, 0},
-    {"real p3 w1 nested", 1, 3, 200 * US, 60 * US, true, false, 0, true, 30, 10, false, 0},
-    {"real p64 w65536", 65536, 64, 200 * US, 80 * US, true, false, 0, false, 25, 10, false, 0},
+    {"real p1 w4", 4, 1, 200 * US, 100 * US, true, false, 0, false, 30, 10, false, 0, 0, false},
+    {"real p3 w1 nested", 1, 3, 200 * US, 60 * US, true, false, 0, true, 30, 10, false, 0, 0, false},
+    {"real p64 w65536", 65536, 64, 200 * US, 80 * US, true, false, 0, false, 25, 10, false, 0, 0, false},
     /* healthy: mostly successes, so the per-CPU fast mode (L6) is entered
      * and folded all the time, racing stats reads and operator calls */
-    {"test p3 w8 healthy operator", 8, 3, 20 * US, 30 * US, false, true, 2 * US, true, 2, 3, false, 4},
-    {"test p1 w1 healthy", 1, 1, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 3, 2, false, 0},
-    {"real p2 w64 healthy operator", 64, 2, 200 * US, 80 * US, true, false, 0, false, 1, 2, false, 2},
-    {"test p64 w4 operator", 4, 64, 20 * US, 25 * US, false, true, 2 * US, false, 30, 5, false, 6},
+    {"test p3 w8 healthy operator", 8, 3, 20 * US, 30 * US, false, true, 2 * US, true, 2, 3, false, 4, 0, false},
+    {"test p1 w1 healthy", 1, 1, 20 * US, STRESS_NO_TIMEOUT, false, true, 2 * US, false, 3, 2, false, 0, 0, false},
+    {"real p2 w64 healthy operator", 64, 2, 200 * US, 80 * US, true, false, 0, false, 1, 2, false, 2, 0, false},
+    {"test p64 w4 operator", 4, 64, 20 * US, 25 * US, false, true, 2 * US, false, 30, 5, false, 6, 0, false},
+    /* stats readers racing isolate/reset and timeouts: every snapshot's
+     * generation and state checked against the transitions (M1), every
+     * generation's timeouts against the probes certainly due (P1) */
+    {"test p3 w4 timeouts stats operator", 4, 3, 4 * US, 6 * US, false, true, 2 * US, false, 30, 10, false, 1, 30, true},
+    {"real p1 w4 stats operator", 4, 1, 40 * US, 30 * US, true, false, 0, false, 30, 10, false, 1, 30, true},
 };
 
 int main(int argc, char **argv)

@@ -383,7 +383,7 @@ static void make(int window, int probes, bool (*trip)(void *, const circuit_coun
                  circuit_state (*probe)(void *, const circuit_counts *))
 {
     circuit_spec s = {{window, probes, 1000000, 3000000}, {trip, probe, NULL, NULL}, classify, NULL,
-                      observe, NULL, NULL, NULL};
+                      observe, NULL, NULL, NULL, 0};
     if (circuit_new(&B, &s, NULL, 0)) {
         fprintf(stderr, "stress-nolock: circuit_new failed\n");
         exit(1);

@@ -5,7 +5,7 @@
  * SPDX-License-Identifier: MIT
  *
  * Usage: stress_park [threads] [ops-per-thread] [seed] --point=NAME [--rounds=N]
- *   NAME: ALLOW_BEFORE_CAS DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
+ *   NAME: ALLOW_BEFORE_ADMIT DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
  *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE FAST_BEFORE_COUNT FOLD_SEALED
  *         FOLD_MID_SUM ENTRY_BEFORE_CAS OPERATOR_BEFORE_CAS
  *
@@ -53,7 +53,7 @@ static const struct {
     const char *name;
     circuit_test_point p;
 } points[] = {
-    {"ALLOW_BEFORE_CAS", CIRCUIT_TP_ALLOW_BEFORE_CAS},
+    {"ALLOW_BEFORE_ADMIT", CIRCUIT_TP_ALLOW_BEFORE_ADMIT},
     {"DONE_BEFORE_CAS", CIRCUIT_TP_DONE_BEFORE_CAS},
     {"RELEASE_BEFORE_CAS", CIRCUIT_TP_RELEASE_BEFORE_CAS},
     {"DELIVERY_WON", CIRCUIT_TP_DELIVERY_WON},
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
         if (!strcmp(points[pi].name, name))
             break;
     if (!name || pi == sizeof points / sizeof points[0])
-        stress_die("--point=ALLOW_BEFORE_CAS|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
+        stress_die("--point=ALLOW_BEFORE_ADMIT|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
                    "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START");
     if (a.threads < 2)
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
     char prog[64];
     snprintf(prog, sizeof prog, "stress-park %s", points[pi].name);
 
-    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0};
+    stress_config cfg = {"", 4, 1, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0, 0, false};
     char cname[80];
     snprintf(cname, sizeof cname, "park %s test p1 w4", points[pi].name);
     cfg.name = cname;

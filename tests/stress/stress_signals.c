@@ -91,8 +91,8 @@ static void *worker(void *arg)
 }
 
 static const stress_config configs[] = {
-    {"signals test p3 w4 timeouts", 4, 3, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0},
-    {"signals real p1 w1 nested", 1, 1, 300 * US, 150 * US, true, false, 0, true, 30, 10, false, 0},
+    {"signals test p3 w4 timeouts", 4, 3, 20 * US, 30 * US, false, true, 2 * US, false, 30, 10, false, 0, 0, false},
+    {"signals real p1 w1 nested", 1, 1, 300 * US, 150 * US, true, false, 0, true, 30, 10, false, 0, 0, false},
 };
 
 int main(int argc, char **argv)

@@ -150,13 +150,50 @@ class HungOrigin:
         self.sock.close()
 
 
+class HoldingOrigin:
+    """An HTTP origin in this process: /fail answers 500; /hold waits until
+    release() is called, then answers 200; anything else answers 200."""
+
+    def __init__(self):
+        import http.server
+        gate = self.gate = threading.Event()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.startswith("/hold"):
+                    gate.wait(30)
+                status = 500 if self.path.startswith("/fail") else 200
+                body = b"held\n" if self.path.startswith("/hold") else b"ok\n"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.t = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.t.start()
+
+    def release(self):
+        self.gate.set()
+
+    def close(self):
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 # --------------------------------------------------------------------------
 # AT1: a bad parameter refuses the rule with ONE message naming every bad one
 # --------------------------------------------------------------------------
 def AT1_bad_parameters_refused_with_one_message(work):
     with Nginx(work / "nginx") as origin:
         bad = rule("bad", origin.port, "name=bad", "window=0", "open-for=5",
-                   "policy=failure-rate:1.5:20", "failure-status=700", "bogus=1")
+                   "policy=failure-rate:1.5:20", "failure-status=700", "bogus=1", "jitter=0.2")
         ts = TrafficServer(work / "ats", remap=[rule("good", origin.port, "name=good",
                                                      "policy=consecutive:3"), bad],
                            plugins=[PLUGIN], manager=False)
@@ -174,7 +211,7 @@ def AT1_bad_parameters_refused_with_one_message(work):
         check(len(ours) == 1, "one message from the plugin for the bad rule (got %d)" % len(ours))
         msg = ours[0]
         for bad_param in ("window=0", "open-for=5", "policy=failure-rate:1.5:20",
-                          "failure-status=700", "'bogus'"):
+                          "failure-status=700", "'bogus'", "jitter=0.2 (only with open-for-max"):
             check(bad_param in msg, "the message names " + bad_param)
         check("name=bad" not in msg and "good" not in msg,
               "the message names no good parameter and no other rule")
@@ -251,6 +288,32 @@ def AT2_rejected_503_retry_after_no_origin_contact(work):
         check(statuses.count(200) >= 2, "the probes reached the origin (%r)" % statuses)
         check(any("breaker short: half-open -> closed" in l for l in ts.diags().splitlines()),
               "half-open -> closed is logged")
+
+    # half-open with every probe slot taken: 503 with Retry-After 1
+    held = HoldingOrigin()
+    try:
+        with TrafficServer(work / "ats-half", plugins=[PLUGIN], manager=False, remap=[
+                f"map http://half/ http://127.0.0.1:{held.port}/ @plugin={PLUGIN} "
+                "@pparam=name=half @pparam=policy=consecutive:1 @pparam=open-for=1s "
+                "@pparam=probes=1 @pparam=probe-timeout=60s",
+                metrics_rule(held.port)]) as ts:
+            check(ts.get("/fail", host="half")[0] == 500, "one 500 opens (consecutive:1)")
+            wait_for("the open period ends", lambda: state_of(ts, "half") == "half-open")
+            probe = {}
+            t = threading.Thread(target=lambda: probe.update(r=ts.get("/hold", host="half")))
+            t.start()
+            wait_for("the probe holds the only slot",
+                     lambda: int(pv(prom(ts)[0], "circuit_probes_in_flight", "half") or 0) == 1)
+            status, headers, body = ts.get("/ok", host="half")
+            check(status == 503 and headers.get("retry-after") == "1" and b"half-open" in body,
+                  "half-open, every slot taken: 503, Retry-After 1, the body names the state: "
+                  "%d %r %r" % (status, headers.get("retry-after"), body))
+            held.release()
+            t.join()
+            check(probe["r"][0] == 200, "the probe's answer is passed on")
+            wait_for("its success closes the breaker", lambda: state_of(ts, "half") == "closed")
+    finally:
+        held.close()
 
 
 # --------------------------------------------------------------------------
@@ -393,6 +456,24 @@ def AT4_AT5_log_metrics_and_operator_control(work):
         wait_for("an unknown breaker is reported",
                  lambda: diags_lines(ts, "no breaker named 'nosuch'"))
         check(state_of(ts, "shop") == "closed", "shop unaffected")
+
+
+def AT4_breakers_beyond_the_metrics_table(work):
+    """More breakers than Traffic Server's records table holds metrics for
+    (2 500 entries by default, 13 per breaker): the rest still work, are in
+    the Prometheus exposition, and the log says they have no metrics (9.2
+    hands out an id it cannot set; setting it crashed the server)."""
+    with Nginx(work / "nginx") as origin:
+        rules = [rule("r%d" % i, origin.port, "name=r%d" % i, "policy=consecutive:3")
+                 for i in range(130)]
+        with TrafficServer(work / "ats", plugins=[PLUGIN], manager=False,
+                           remap=rules + [metrics_rule(origin.port)]) as ts:
+            check(ts.get("/ok", host="r129")[0] == 200, "the last rule serves")
+            check(diags_lines(ts, "breaker r129: no room for the metric")
+                  or diags_lines(ts, "no room for the metric"),
+                  "the log names a breaker without metrics")
+            t = totals(ts, "r129")
+            check(t["admitted"] == 1, "the Prometheus rule shows the last breaker: %r" % t)
 
 
 # --------------------------------------------------------------------------

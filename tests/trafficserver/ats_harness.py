@@ -186,7 +186,7 @@ class TrafficServer:
     """
 
     def __init__(self, folder, remap, plugins=(), records=(), threads=2, manager=True,
-                 port=None):
+                 port=None, plugin_dir="/usr/lib/trafficserver/modules"):
         self.folder = Path(folder).resolve()
         self.remap = list(remap)
         self.plugins = list(plugins)
@@ -194,6 +194,7 @@ class TrafficServer:
         self.threads = threads
         self.manager = manager
         self.port = port or free_port()
+        self.plugin_dir = plugin_dir  # where plugin names without a folder are found
         self.rundir = None        # sockets: a short path (a unix socket path has < 108 bytes)
         self.proc = None          # the process we started (manager or server)
         self.server_pid = None    # traffic_server's pid
@@ -209,6 +210,11 @@ class TrafficServer:
     @property
     def runroot(self):
         return self.folder / "runroot.yaml"
+
+    def write_layout(self):
+        """Writes the runroot and the configuration (start() does it unless
+        told not to, for a caller that edits the files in between)."""
+        self._write_layout()
 
     def _write_layout(self):
         f = self.folder
@@ -228,7 +234,7 @@ class TrafficServer:
         self.runroot.write_text(
             "prefix: /usr\nexec_prefix: /usr\nbindir: /usr/bin\nsbindir: /usr/sbin\n"
             f"sysconfdir: {self.etc}\ndatadir: {f}/cache\nincludedir: /usr/include\n"
-            "libdir: /usr/lib/trafficserver\nlibexecdir: /usr/lib/trafficserver/modules\n"
+            f"libdir: /usr/lib/trafficserver\nlibexecdir: {self.plugin_dir}\n"
             f"localstatedir: {f}/state\nruntimedir: {self.rundir}\nlogdir: {self.log}\n"
             f"cachedir: {f}/cache\n")
         self.write_records()
@@ -261,8 +267,9 @@ class TrafficServer:
         self.remap = list(lines)
         (self.etc / "remap.config").write_text("".join(l + "\n" for l in self.remap))
 
-    def start(self, timeout_s=60):
-        self._write_layout()
+    def start(self, timeout_s=60, write_config=True):
+        if write_config:
+            self._write_layout()
         env = dict(os.environ)
         # the plugin is not built with sanitizers; keep an ASan runtime of the
         # caller's build out of Traffic Server
@@ -291,6 +298,14 @@ class TrafficServer:
                     .read_text().split()
             except OSError:
                 kids = []
+            if not kids:   # a kernel without /proc/.../children: parent pids
+                for st in Path("/proc").glob("[0-9]*/stat"):
+                    try:
+                        fields = st.read_text().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    if int(fields[1]) == self.proc.pid:
+                        kids.append(st.parent.name)
             for k in kids:
                 try:
                     exe = os.readlink(f"/proc/{k}/exe")

@@ -145,7 +145,7 @@ proctype caller(byte calls)
 #ifndef PLANT_TRY_BEFORE_PUSH
         pending++;                               /* circuit__publish */
         stack = stack | (1 << mine);             /* cds_lfs_push */
-        if                                       /* finish_call */
+        if                                       /* circuit__deliver_pending */
         :: pending != 0 -> deliver(g, ng, won, nwon, taken, none_left)
         :: else -> skip
         fi;

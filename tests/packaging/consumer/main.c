@@ -6,6 +6,7 @@
 #include <circuit.h>
 
 #include <stdio.h>
+#include <string.h>
 
 static bool trip_never(void *arg, const circuit_counts *counts)
 {
@@ -59,6 +60,18 @@ int main(void)
         circuit_done(&t, 0);
     }
     circuit_free(b);
+    /* The library linked is the one the header describes. */
+    int major = -1, minor = -1, patch = -1;
+    const char *v = circuit_version(&major, &minor, &patch);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", CIRCUIT_VERSION_MAJOR, CIRCUIT_VERSION_MINOR,
+             CIRCUIT_VERSION_PATCH);
+    if (major != CIRCUIT_VERSION_MAJOR || minor != CIRCUIT_VERSION_MINOR ||
+        patch != CIRCUIT_VERSION_PATCH || strcmp(v, want) != 0) {
+        fprintf(stderr, "circuit_version() says %s (%d, %d, %d); circuit.h says %s\n", v, major,
+                minor, patch, want);
+        return 1;
+    }
     puts(circuit_state_name(CIRCUIT_OPEN));
     return 0;
 }
