@@ -834,8 +834,10 @@ static int txn_hook(TSCont contp, TSEvent event, void *edata)
                 add_retry_after(txn, st->retry_after_s);
             break;
         case TS_EVENT_HTTP_TXN_CLOSE:
-            settle(st, no_response_result(txn));
-            TSUserArgSet(txn, txn_arg, NULL);
+            /* the server state only when it decides something; the argument
+             * is left dangling: no hook of this transaction runs after this */
+            if (st->admitted && !st->settled)
+                settle(st, no_response_result(txn));
             TSfree(st);
             break;
         default:
