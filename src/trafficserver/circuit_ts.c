@@ -45,13 +45,19 @@
  * transaction struct (a transaction user argument) and is settled exactly
  * once, whichever hook sees the outcome first:
  *     READ_RESPONSE_HDR   the origin's status, through the classifier
- *     SEND_RESPONSE_HDR   no origin response but a server state that says
- *                         why: connect error / timeouts count as failures
- *     TXN_CLOSE           the same check; otherwise (client gone, no origin
- *                         outcome) circuit_release: counts nothing
+ *     TXN_CLOSE           no origin response: a server state that says why
+ *                         (connect error / timeouts) counts as a failure;
+ *                         otherwise (client gone, no origin outcome)
+ *                         circuit_release: counts nothing
+ * Each hook costs Traffic Server a dispatch per transaction, so a
+ * transaction gets only the hooks it needs: TXN_CLOSE always (settle, free
+ * the struct), READ_RESPONSE_HDR only once admitted, SEND_RESPONSE_HDR only
+ * once rejected with a Retry-After to add. TSmalloc stays: Traffic Server's
+ * plugin API has no per-transaction arena, a user argument holds one
+ * pointer and the struct is larger.
  * The hooks of one transaction never run concurrently (Traffic Server calls
- * them in sequence under the transaction's lock), so `settled` is a plain
- * field.
+ * them in sequence under the transaction's lock), so `settled` and `hooks`
+ * are plain fields.
  */
 #include <ts/ts.h>
 #include <ts/remap.h>
@@ -157,8 +163,12 @@ typedef struct txn_state {
     rule *r;
     bool admitted;              /* the ticket is live until settled */
     bool settled;
+    unsigned hooks;             /* HOOK_* bits: the hooks added so far */
     int64_t retry_after_s;      /* > 0: add Retry-After to the 503 */
 } txn_state;
+
+/* Which transaction hooks a txn_state has had added (each at most once). */
+enum { HOOK_READ_RESP = 1u, HOOK_SEND_RESP = 2u };
 
 /* ------------------------------------------------------------------------ */
 /* Parameters (AT1)                                                          */
@@ -822,15 +832,12 @@ static int txn_hook(TSCont contp, TSEvent event, void *edata)
         case TS_EVENT_HTTP_SEND_RESPONSE_HDR:
             if (st->retry_after_s > 0)
                 add_retry_after(txn, st->retry_after_s);
-            if (st->admitted && !st->settled) {
-                int res = no_response_result(txn);
-                if (res != 0)
-                    settle(st, res);
-            }
             break;
         case TS_EVENT_HTTP_TXN_CLOSE:
-            settle(st, no_response_result(txn));
-            TSUserArgSet(txn, txn_arg, NULL);
+            /* the server state only when it decides something; the argument
+             * is left dangling: no hook of this transaction runs after this */
+            if (st->admitted && !st->settled)
+                settle(st, no_response_result(txn));
             TSfree(st);
             break;
         default:
@@ -1082,11 +1089,14 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
     /* A transaction remapped again (a followed redirect) keeps its struct and
      * hooks: the earlier ticket was settled by its 3xx, or is released. */
     txn_state *st = TSUserArgGet(txn, txn_arg);
-    bool hooked = st != NULL;
-    if (st != NULL)
+    if (st != NULL) {
         settle(st, 0);
-    else
+    } else {
         st = TSmalloc(sizeof *st);
+        st->hooks = 0;
+        TSUserArgSet(txn, txn_arg, st);
+        TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
+    }
     st->r = r;
     st->settled = false;
     st->retry_after_s = 0;
@@ -1103,12 +1113,13 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         st->retry_after_s = circuit_retry_after_s(&rej);
         TSHttpTxnStatusSet(txn, TS_HTTP_STATUS_SERVICE_UNAVAILABLE);
         TSHttpTxnErrorBodySet(txn, TSstrdup(text), (size_t)n, TSstrdup("text/plain"));
-    }
-    if (!hooked) {
-        TSUserArgSet(txn, txn_arg, st);
+        if (st->retry_after_s > 0 && !(st->hooks & HOOK_SEND_RESP)) {
+            st->hooks |= HOOK_SEND_RESP;
+            TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
+        }
+    } else if (!(st->hooks & HOOK_READ_RESP)) {
+        st->hooks |= HOOK_READ_RESP;
         TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
-        TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
-        TSHttpTxnHookAdd(txn, TS_HTTP_TXN_CLOSE_HOOK, txn_cont);
     }
     return TSREMAP_NO_REMAP;
 }
