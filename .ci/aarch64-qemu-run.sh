@@ -11,8 +11,9 @@
 # A STALL is the test's whole process tree (qemu, Criterion's workers, the
 # children a test forks) using less than 1 s of CPU time in the last
 # CIRCUIT_QEMU_STALL seconds: a program that works, however slowly on a
-# loaded machine, keeps using CPU; one stuck in a wait does not (a thread
-# that wakes from a poll now and then uses a few milliseconds). The script then prints every process of the
+# loaded machine, keeps using CPU or waits for one (state R, which counts as
+# progress); one stuck in a wait does not (a thread that wakes from a poll
+# now and then uses a few milliseconds). The script then prints every process of the
 # tree (state, what it waits in, each thread's system call) and the host-side
 # stacks of the qemu processes (gdb, when installed), kills the tree, and
 # runs the program ONCE more; a second stall fails the test (exit 124). Why a
@@ -56,33 +57,36 @@ trap '[[ -n "$top" ]] && kill -TERM "$top" 2>/dev/null; exit 143' TERM INT
 # process's own threads, not its reaped children).
 all_procs() {
     awk '{ line = $0; sub(/^.*\) /, "", line); n = split(line, f, " ")
-           if (n >= 13) print substr(FILENAME, 7, length(FILENAME) - 11), f[2], f[12] + f[13] }' \
+           if (n >= 13) print substr(FILENAME, 7, length(FILENAME) - 11), f[2], f[12] + f[13], f[1] }' \
         /proc/[0-9]*/stat 2>/dev/null
 }
 
-# "ticks pid..." for $top and its descendants: the CPU ticks they used since
+# "ticks running pid..." for $top and its descendants: running is 1 when one
+# of them is runnable (state R: starved of CPU on a loaded machine, not
+# stuck), and ticks is the CPU they used since
 # the previous call (each process's own increase, a new process's whole
 # time; a process that ended or left the tree takes nothing away) and their
 # pids. The previous call's "pid cpu" lines are kept in $state.
 tree() {
     all_procs | awk -v top="$top" -v state="$state" '
         FILENAME == state { before[$1] = $2; next }
-        { ppid[$1] = $2; cpu[$1] = $3 }
+        { ppid[$1] = $2; cpu[$1] = $3; st[$1] = $4 }
         END {
             in_tree[top] = 1; changed = 1
             while (changed) {
                 changed = 0
                 for (p in ppid) if (!(p in in_tree) && (ppid[p] in in_tree)) { in_tree[p] = 1; changed = 1 }
             }
-            used = 0; list = ""
+            used = 0; running = 0; list = ""
             printf "" > state
             for (p in in_tree) if (p in cpu) {
                 d = cpu[p] - ((p in before) ? before[p] : 0)
                 if (d > 0) used += d
+                if (st[p] == "R") running = 1
                 list = list " " p
                 print p, cpu[p] > state
             }
-            print used list
+            print used, running list
         }' "$state" -
 }
 
@@ -117,9 +121,9 @@ report() {
 # forking would otherwise leave children behind, reparented away from the
 # tree, holding ctest's output pipe), then kills every process seen.
 kill_tree() {
-    local all="" prev="" now cpu pids i
+    local all="" prev="" now cpu running pids i
     for i in 1 2 3 4 5 6 7 8; do
-        read -r cpu pids < <(tree)
+        read -r cpu running pids < <(tree)
         now=$(tr ' ' '\n' <<<"$pids" | sort -u | tr '\n' ' ')
         # shellcheck disable=SC2086
         kill -STOP $pids 2>/dev/null
@@ -139,13 +143,15 @@ run_once() {
     "$qemu" "$@" <&3 3<&- &
     top=$!
     exec 3<&-
-    local start=$SECONDS ticks pids used i
+    local start=$SECONDS ticks running pids used i
     local -a at=() got=()   # samples: time (s), CPU ticks the tree used since the previous one
     : >"$state"
     while kill -0 "$top" 2>/dev/null; do
         sleep "$tick"
         kill -0 "$top" 2>/dev/null || break
-        read -r ticks pids < <(tree)
+        read -r ticks running pids < <(tree)
+        # a runnable process is waiting for a CPU, not stuck: progress
+        ((running && ticks < min_ticks)) && ticks=$min_ticks
         at+=("$SECONDS")
         got+=("$ticks")
         # the CPU the tree used over the last `stall` seconds; a waiting
