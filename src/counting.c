@@ -885,25 +885,53 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
     return sum;
 }
 
+/* A reader's counts at the word w, plus `cells` successes counted since its
+ * exact point. Deriving them reads ring records (evictions), which the
+ * exact points AFTER w's rewrite: a reader whose word was overtaken while
+ * it read could miss an eviction and report more failures than the window
+ * holds (found by unit_m1_stats_bounded in a release build: failures 17 in
+ * a window of 16). So the reads are validated: they are a value the window
+ * held when the word is still at w's point (same generation and point k)
+ * after them (acquire, in this order; a point's ring writes come after its
+ * word CAS). Otherwise the newer word is taken, without the cells (they
+ * were read for the older point), at most CIRCUIT__READ_TRIES times, so a
+ * reader is never starved (M1 bounded); past that the last derivation is
+ * reported clamped to the window, the one case where a field may be a
+ * value between two the breaker held. */
+enum { CIRCUIT__READ_TRIES = 8 };
+
 void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
                                circuit_counts *out)
 {
     circuit__cc c, n;
-    /* read only (write = false): the cast drops nothing written */
-    if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
-        /* the word moved past the descriptors it names: its point was made
-         * during the call; report the newest point's counts */
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
-        if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED ||
-            !circuit__closed_cc((circuit_breaker *)(uintptr_t)b, now, &c, false)) {
-            *out = (circuit_counts){0, 0, 0, 0, 0};
-            return;
+    for (int tries = 0;; tries++) {
+        /* read only (write = false): the cast drops nothing written */
+        if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
+            /* the word moved past the descriptors it names: its point was
+             * made during the call; take the newest point */
+            circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
+            if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED || tries >= CIRCUIT__READ_TRIES) {
+                *out = (circuit_counts){0, 0, 0, 0, 0};
+                return;
+            }
+            w = now;
+            cells = NULL;
+            continue;
         }
+        uint64_t d = cells && *cells > c.S ? *cells - c.S : 0;
+        circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
+        /* acquire: after the ring and descriptor reads above (table core) */
+        circuit__u128 now = circuit__ld128_acq(&b->core);
+        if (word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)) ||
+            circuit__code(now.lo) != CIRCUIT__ST_CLOSED || tries >= CIRCUIT__READ_TRIES)
+            break;
         w = now;
         cells = NULL;
     }
-    uint64_t d = cells && *cells > c.S ? *cells - c.S : 0;
-    circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
+    if (n.fail > b->window)
+        n.fail = (uint32_t)b->window;
+    if (!n.full && n.fail > n.seq)
+        n.fail = n.seq;
     circuit__cc_counts(b, &n, out);
 }
 
