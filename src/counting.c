@@ -190,7 +190,7 @@ void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *
     if (code == CIRCUIT__ST_CLOSED) {
         /* the exact point's counts plus the cells since, read only */
         uint64_t cells = circuit__cells_read(b, circuit__cepoch(c.lo));
-        circuit__closed_counts_at(b, c, &cells, out);
+        (void)circuit__closed_counts_at(b, c, &cells, out);
         return;
     }
     int64_t n = (c.hi & CIRCUIT__HI_FULL) ? (int64_t)b->window : (int64_t)circuit__seq(c.lo);
@@ -899,22 +899,32 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
  * were read for the older point), at most CIRCUIT__READ_TRIES times, so a
  * reader is never starved (M1 bounded); past that the last derivation is
  * reported clamped to the window, the one case where a field may be a
- * value between two the breaker held. */
+ * value between two the breaker held. When the newer word is no longer
+ * closed (an isolate or a trip ended the state while the reader read), the
+ * reads are NOT valid either: the counts reported are that word's own, and
+ * so is the word returned, whose state and generation the caller reports
+ * (found by an adversarial review: window 2, isolate/reset racing 50 %
+ * failures, a closed snapshot of successes 0, failures 2, a run of 1
+ * success). Returns the word the counts belong to. */
 enum { CIRCUIT__READ_TRIES = 8 };
 
-void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
-                               circuit_counts *out)
+circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
+                                        const uint64_t *cells, circuit_counts *out)
 {
     circuit__cc c, n;
     for (int tries = 0;; tries++) {
         /* read only (write = false): the cast drops nothing written */
         if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
             /* the word moved past the descriptors it names: its point was
-             * made during the call; take the newest point */
+             * made during the call; take the newest word */
             circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
-            if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED || tries >= CIRCUIT__READ_TRIES) {
+            if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
+                circuit__counts(b, now, out); /* not closed: no recursion */
+                return now;
+            }
+            if (tries >= CIRCUIT__READ_TRIES) {
                 *out = (circuit_counts){0, 0, 0, 0, 0};
-                return;
+                return w;
             }
             w = now;
             cells = NULL;
@@ -924,8 +934,13 @@ void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const 
         circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
         /* acquire: after the ring and descriptor reads above (table core) */
         circuit__u128 now = circuit__ld128_acq(&b->core);
-        if (word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)) ||
-            circuit__code(now.lo) != CIRCUIT__ST_CLOSED || tries >= CIRCUIT__READ_TRIES)
+        if (word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
+            break;
+        if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
+            circuit__counts(b, now, out); /* not closed: no recursion */
+            return now;
+        }
+        if (tries >= CIRCUIT__READ_TRIES)
             break;
         w = now;
         cells = NULL;
@@ -935,5 +950,5 @@ void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const 
     if (!n.full && n.fail > n.seq)
         n.fail = n.seq;
     circuit__cc_counts(b, &n, out);
+    return w;
 }
-

@@ -60,7 +60,10 @@ bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, 
 /* ends the epoch of closed word *w (a fold intent, tests and count limits) */
 bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
 uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch);
-void circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w, const uint64_t *cells,
-                               circuit_counts *out);
+/* a reader's counts at closed word w plus `cells` successes since its point;
+ * returns the word they belong to (a newer one, maybe not closed, when w was
+ * overtaken during the read): report its state and generation */
+circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
+                                        const uint64_t *cells, circuit_counts *out);
 
 #endif

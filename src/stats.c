@@ -82,10 +82,14 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
         f = circuit__ld128_acq(&b->folded); /* acquire: after the word */
     }
     s.successes += f.hi;
-    if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED)
-        circuit__closed_counts_at(b, c, with_cells ? &cells : NULL, &s.counts);
-    else
+    if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
+        CIRCUIT__HOOK(CIRCUIT_TP_STATS_BEFORE_COUNTS);
+        /* the state and generation reported are those of the word the
+         * counts belong to (it may have moved on during the read) */
+        c = circuit__closed_counts_at(b, c, with_cells ? &cells : NULL, &s.counts);
+    } else {
         circuit__counts(b, c, &s.counts);
+    }
     CIRCUIT__HOOK(CIRCUIT_TP_STATS_READ);
     s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
     s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */

@@ -41,6 +41,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
     CIRCUIT_TP_CLOSED_START_BEFORE_DESC, /* a transition into closed: the word checked, before
                                           * the CAS of the first point's descriptor */
+    CIRCUIT_TP_STATS_BEFORE_COUNTS,   /* get_stats, closed: the word and the cells read, before
+                                       * the counts are derived from the descriptor and ring */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

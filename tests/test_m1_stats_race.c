@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "circuit.h"
 #include "testing.h"
@@ -41,7 +42,11 @@
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 
-enum { WINDOW = 8, PROBES = 2, READERS = 2, TRAFFIC = 2, OPERATORS = 1 };
+enum { PROBES = 2, READERS = 2, TRAFFIC = 2, OPERATORS = 1 };
+static int WINDOW = 8;      /* argv[2] */
+static uint64_t fail_one_in = 4; /* argv[3]: a failure one result in N */
+static long closed_us = 0;       /* argv[4]: each closed state lasts about this long */
+static int readers_in_traffic;   /* set with argv[4]: traffic threads read stats too */
 
 typedef struct account {
     uint64_t admitted, rejected, successes, failures, late;
@@ -108,17 +113,47 @@ static uint64_t xorshift(uint64_t *s)
     return *s;
 }
 
+static void check_counts(const circuit_stats *sp)
+{
+    const circuit_stats s = *sp;
+    const circuit_counts *c = &s.counts;
+    if (s.state == CIRCUIT_ISOLATED &&
+        (c->successes || c->failures || c->consecutive_successes ||
+         c->consecutive_failures))
+        violation("isolated (generation %llu) with counts %llu/%llu", s.generation,
+                  (uint64_t)c->successes, (uint64_t)c->failures);
+    if (c->successes < 0 || c->failures < 0 || c->successes + c->failures > WINDOW ||
+        (c->consecutive_successes && c->consecutive_failures) ||
+        c->consecutive_successes < 0 || c->consecutive_failures < 0)
+        violation("counts successes %llu failures %llu of generation %llu",
+                  (uint64_t)c->successes, (uint64_t)c->failures, s.generation);
+    /* C1/C2 together: the newest min(run, results) results are of the
+     * run's kind (a snapshot of counts the window never held, such as
+     * successes 0, failures 2, a run of 1 success, fails here) */
+    int64_t held = c->successes + c->failures;
+    if (c->successes < (c->consecutive_successes < held ? c->consecutive_successes : held) ||
+        c->failures < (c->consecutive_failures < held ? c->consecutive_failures : held))
+        violation("counts never held together: successes %llu failures %llu, run %llu",
+                  (uint64_t)c->successes, (uint64_t)c->failures,
+                  (uint64_t)(c->consecutive_successes + c->consecutive_failures));
+}
+
 static void *traffic(void *arg)
 {
     uint64_t rng = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15u + 1;
     while (!LOAD(&stop)) {
+        if (readers_in_traffic) { /* the traffic threads read too */
+            circuit_stats s;
+            circuit_get_stats(b, &s);
+            check_counts(&s);
+        }
         circuit_ticket t;
         if (!circuit_allow(b, NULL, &t, NULL)) {
             ADD(&acct.rejected, 1);
             continue;
         }
         ADD(&acct.admitted, 1);
-        bool fail = xorshift(&rng) % 4 == 0;
+        bool fail = xorshift(&rng) % fail_one_in == 0;
         if (!circuit_done(&t, fail ? 1 : 0))
             ADD(&acct.late, 1);
         else
@@ -133,6 +168,8 @@ static void *operator(void *arg)
     while (!LOAD(&stop)) {
         /* odd generations are isolated, even ones closed */
         bool isolate = LOAD(&op_done) % 2 == 0;
+        if (isolate && closed_us > 0)
+            nanosleep(&(struct timespec){0, closed_us * 1000}, NULL); /* many exact points */
         ADD(&op_begun, 1);
         if ((isolate ? circuit_isolate(b, NULL) : circuit_reset(b, NULL)) != 0) {
             violation("operator call refused at transition %llu%.0llu%.0llu", LOAD(&op_done), 0,
@@ -186,20 +223,10 @@ static void *reader(void *arg)
         if (s.state != want)
             violation("state %llu with generation %llu (never held together)%.0llu",
                       (uint64_t)s.state, s.generation, 0);
-        const circuit_counts *c = &s.counts;
-        if (s.state == CIRCUIT_ISOLATED &&
-            (c->successes || c->failures || c->consecutive_successes ||
-             c->consecutive_failures))
-            violation("isolated (generation %llu) with counts %llu/%llu", s.generation,
-                      (uint64_t)c->successes, (uint64_t)c->failures);
-        if (c->successes < 0 || c->failures < 0 || c->successes + c->failures > WINDOW ||
-            (c->consecutive_successes && c->consecutive_failures) ||
-            c->consecutive_successes < 0 || c->consecutive_failures < 0)
-            violation("counts successes %llu failures %llu of generation %llu",
-                      (uint64_t)c->successes, (uint64_t)c->failures, s.generation);
-        if (c->timed_out || s.probes_in_flight || s.retry_after_ns || s.timed_out)
+        check_counts(&s);
+        if (s.counts.timed_out || s.probes_in_flight || s.retry_after_ns || s.timed_out)
             violation("a probe field set without probes: %llu %llu %llu",
-                      (uint64_t)c->timed_out, (uint64_t)s.probes_in_flight, s.timed_out);
+                      (uint64_t)s.counts.timed_out, (uint64_t)s.probes_in_flight, s.timed_out);
         if (s.ignored || s.released)
             violation("ignored %llu released %llu never happened%.0llu", s.ignored, s.released,
                       0);
@@ -214,8 +241,18 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
+    if (argc > 1 && strtol(argv[1], NULL, 10) > 0)
         reads = strtol(argv[1], NULL, 10);
+    if (argc > 2)
+        WINDOW = (int)strtol(argv[2], NULL, 10);
+    if (argc > 3)
+        fail_one_in = (uint64_t)strtoull(argv[3], NULL, 10);
+    if (argc > 4)
+        closed_us = strtol(argv[4], NULL, 10), readers_in_traffic = 1;
+    if (WINDOW < 1 || fail_one_in < 1 || closed_us < 0) {
+        fprintf(stderr, "usage: test_m1_stats_race [reads [window [fail_one_in [closed_us]]]]\n");
+        return 2;
+    }
     circuit_spec spec = {
         .config = {.window = WINDOW, .probes = PROBES, .open_for_ns = 1000,
                    .probe_timeout_ns = 1000},
@@ -253,9 +290,9 @@ int main(int argc, char **argv)
         s.successes != acct.successes || s.failures != acct.failures || s.late != acct.late)
         violation("quiescent totals differ from the account (admitted %llu vs %llu)%.0llu",
                   s.admitted, acct.admitted, 0);
-    printf("test_m1_stats_race: %ld reads x %d readers, %llu operator transitions, "
-           "%llu results: %s\n",
-           reads, READERS, (unsigned long long)op_done,
+    printf("test_m1_stats_race: window %d, a failure 1 in %llu, %ld reads x %d readers, "
+           "%llu operator transitions, %llu results: %s\n",
+           WINDOW, (unsigned long long)fail_one_in, reads, READERS, (unsigned long long)op_done,
            (unsigned long long)(acct.successes + acct.failures + acct.late),
            violations ? "FAILED" : "ok");
     circuit_free(b);

@@ -184,3 +184,64 @@ Test(regressions, C4_L1_a_stopped_entry_into_closed_never_erases_the_new_states_
     assert_counts(&f.log.tr[2].counts, 3, 2, 0, 1, 0); /* F S S S F: a run of 1 failure */
     fx_free(&f);
 }
+
+/* ---- a stats reader whose closed word ends while it derives the counts ---- */
+
+typedef struct stats_reader {
+    fx *f;
+    circuit_stats s;
+} stats_reader;
+
+static void *stats_read(void *arg)
+{
+    stats_reader *r = arg;
+    park_me_at(CIRCUIT_TP_STATS_BEFORE_COUNTS);
+    circuit_get_stats(r->f->b, &r->s);
+    return NULL;
+}
+
+/* Window 2 holds F F, then a success is counted on a cell. A reader reads
+ * the word and the cells and stops before deriving the counts; a failure
+ * then makes the next point (the success and the failure evict both old
+ * failures, whose ring records are cleared) and an isolate ends the state.
+ * The reader's derivation reads a ring that moved: it cannot see the
+ * eviction of F, and 0.3's first cut reported it anyway, because a word
+ * that is no longer closed ended the validation: state closed with
+ * successes 0, failures 2 and a run of 1 success, counts the window never
+ * held (M1). Now the reader reports the word it found (isolated, zero). */
+Test(regressions, M1_a_reader_whose_closed_state_ends_mid_read_reports_only_counts_it_held)
+{
+    fx f;
+    fx_init(&f, 2, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0;
+    fx_build(&f);
+    cr_assert(fx_call(&f, RS_FAIL));
+    cr_assert(fx_call(&f, RS_FAIL));
+    cr_assert(fx_call(&f, RS_OK)); /* on a cell: the window is F S as of now */
+
+    park_setup();
+    stats_reader r = {&f, {0}};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stats_read, &r), 0);
+    park_wait();
+    cr_assert(fx_call(&f, RS_FAIL)); /* S F: both old failures leave */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    park_release();
+    pthread_join(th, NULL);
+
+    const circuit_counts *c = &r.s.counts;
+    if (r.s.state == CIRCUIT_CLOSED) {
+        /* a closed snapshot: one the window held (F F, F S or S F) */
+        cr_assert_eq(c->successes + c->failures, 2);
+        int64_t run = c->consecutive_successes + c->consecutive_failures;
+        cr_assert_geq(c->consecutive_successes ? c->successes : c->failures, run < 2 ? run : 2,
+                      "closed snapshot never held: successes %lld failures %lld run %lld (%s)",
+                      (long long)c->successes, (long long)c->failures, (long long)run,
+                      c->consecutive_successes ? "successes" : "failures");
+    } else {
+        cr_assert_eq(r.s.state, CIRCUIT_ISOLATED);
+        cr_assert_eq(r.s.generation, 1);
+        assert_counts(c, 0, 0, 0, 0, 0);
+    }
+    fx_free(&f);
+}

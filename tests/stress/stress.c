@@ -251,6 +251,14 @@ static void check_counts(const circuit_counts *c, const char *who)
         stress_fail("C2: %s sees two runs at once: consecutive_successes %" PRId64
                     ", consecutive_failures %" PRId64,
                     who, c->consecutive_successes, c->consecutive_failures);
+    /* C1/C2 together: the newest min(run, results) results are of the run's kind */
+    int64_t held = c->successes + c->failures;
+    if (c->successes < (c->consecutive_successes < held ? c->consecutive_successes : held) ||
+        c->failures < (c->consecutive_failures < held ? c->consecutive_failures : held))
+        stress_fail("C1/C2: %s sees counts the window never held: s=%" PRId64 " f=%" PRId64
+                    " cs=%" PRId64 " cf=%" PRId64,
+                    who, c->successes, c->failures, c->consecutive_successes,
+                    c->consecutive_failures);
     if (c->consecutive_successes > CIRCUIT_RUN_MAX || c->consecutive_failures > CIRCUIT_RUN_MAX)
         stress_fail("C2: %s sees a run above CIRCUIT_RUN_MAX", who);
     if (c->timed_out > CIRCUIT_TIMED_OUT_MAX)
