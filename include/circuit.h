@@ -423,7 +423,9 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * why; the ticket is marked rejected (settling it with circuit_done aborts;
  * circuit_release on it does nothing).
  * Thread-safe, lock-free, allocation-free. May run observe (on this thread).
- * Aborts: @b or @t is NULL; @b not built by circuit_new. The ticket's previous
+ * Aborts: @b or @t is NULL; @b not built by circuit_new; an abort of what the call runs on this thread: probe returned an
+ * invalid state or open_for returned a period <= 0 (for a probe timeout
+ * that fell due, or a transition this call makes). The ticket's previous
  * contents are not read (it may be uninitialised), so passing a ticket that
  * is still live overwrites it: that earlier admission is then never settled
  * (a probe slot it held is freed only by its timeout).
@@ -457,7 +459,7 @@ CIRCUIT_API bool circuit_allow(circuit_breaker *b, void *call_ctx,
  * Aborts: @t is NULL; @t was never filled by circuit_allow ("not filled by
  * circuit_allow"); @t was rejected; @t was already settled ("already settled
  * by done" / "already settled by release"); classify returned an invalid
- * outcome; probe returned an invalid state.
+ * outcome; probe returned an invalid state; open_for returned a period <= 0.
  */
 CIRCUIT_API bool circuit_done(circuit_ticket *t, int result);
 
@@ -525,7 +527,9 @@ CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
  * Thread-safe and lock-free: may run on any thread while traffic flows, and
  * inside observe (its transition is then delivered after observe returns).
  * Delivers pending transitions before returning, like circuit_done.
- * Aborts: @b is NULL or not built by circuit_new.
+ * Aborts: @b is NULL or not built by circuit_new; probe returned an invalid
+ * state, or open_for a period <= 0, while this call made the time-driven
+ * changes that fell due first (a probe timeout that reopens).
  */
 CIRCUIT_API int circuit_isolate(circuit_breaker *b, void *call_ctx);
 
@@ -538,7 +542,9 @@ CIRCUIT_API int circuit_isolate(circuit_breaker *b, void *call_ctx);
  * late. Already closed: returns EALREADY and changes nothing. The next
  * open period is then a trip from closed (circuit_open_info.reopens = 0).
  * Thread-safety as circuit_isolate.
- * Aborts: @b is NULL or not built by circuit_new.
+ * Aborts: @b is NULL or not built by circuit_new; probe returned an invalid
+ * state, or open_for a period <= 0, while this call made the time-driven
+ * changes that fell due first (a probe timeout that reopens).
  */
 CIRCUIT_API int circuit_reset(circuit_breaker *b, void *call_ctx);
 

@@ -172,6 +172,7 @@ void circuit__deliver(circuit_breaker *b)
          * saw `pending` pushed nothing and needs no order here. */
         circuit__fence_sc();
         uint64_t idle = 0;
+        CIRCUIT__SHARED_RMW();
         /* acquire: held/next_gen as the previous deliverer left them */
         if (!circuit__cas_acq(&b->delivering, &idle, 1))
             return; /* someone is delivering: they will see our records */

@@ -23,11 +23,20 @@ void circuit__deliver(circuit_breaker *b);
 
 /* O3, O4: what is pending is delivered before a call returns (or admits),
  * unless another thread is delivering. relaxed: `pending` is a hint (table:
- * pending); a publisher always sees its own increment. */
+ * pending); a publisher always sees its own increment. The role is first
+ * only LOOKED at, so that while a slow observe holds it a closed success
+ * writes no shared line (L6, L8) instead of trying the role's CAS on every
+ * call. The fence before the look is the publisher's half of the Dekker
+ * pair with the deliverer's clear (delivery.c): a publisher that sees the
+ * role held is sure the holder, clearing it later, sees its record. */
 static inline void circuit__deliver_pending(circuit_breaker *b)
 {
-    if (circuit__ld_rlx(&b->pending))
-        circuit__deliver(b);
+    if (circuit__ld_rlx(&b->pending)) {
+        circuit__fence_sc(); /* Dekker: our push, then the look at the role */
+        /* relaxed: after the fence; a 1 means the holder will see our push */
+        if (!circuit__ld_rlx(&b->delivering))
+            circuit__deliver(b);
+    }
 }
 
 #endif

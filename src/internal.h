@@ -124,8 +124,8 @@ enum circuit__total {
  * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
  * pending        publish (faa_rlx +1), deliverer    deliver_pending            a hint only: a publisher delivers
  *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
- * delivering     deliverer: cas_acq 0 -> 1,         -                          the role: release store -> the next
- *                st_rel 1 -> 0                                                 holder's acquire CAS (held, next_gen)
+ * delivering     deliverer: cas_acq 0 -> 1,         deliver_pending (ld_rlx:   the role: release store -> the next
+ *                st_rel 1 -> 0                      a hint: held, skip)        holder's acquire CAS (held, next_gen)
  *                                                                              Dekker with the stack: fence_sc
  * stack          publish (cds_lfs_push)             deliverer (pop_all)        liburcu's own orders; TSan marks
  *                                                                              (tsan_release/acquire) on the record

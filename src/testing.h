@@ -71,7 +71,8 @@ uint64_t circuit_test_core_cas_attempts(void);
 /* Read-modify-writes of cache lines that other CPUs write, made by the
  * counting paths since the process started (all breakers, all threads):
  * state-word CASes, descriptor and ring record CASes, seals, the ledger,
- * epoch ids. A success's count on its own CPU's cell and the per-CPU totals
+ * epoch ids, and the tries of the delivery role (a call that finds a
+ * transition pending and the role free). A success's count on its own CPU's cell and the per-CPU totals
  * are not among them (SPEC L8: zero for successes, a few per failure). */
 uint64_t circuit_test_shared_rmws(void);
 

@@ -595,3 +595,56 @@ Test(l6, T5_probe_ticket_done_racing_release_settles_once)
                   WEXITSTATUS(st));
     }
 }
+
+/* While a slow observe holds the delivery role and a transition is pending
+ * behind it, closed successes still write no shared line (L6, L8): a call
+ * that published nothing only looks at the role. 0.3's first cut made
+ * every such allow and done try the role (a fence and a CAS of a line all
+ * CPUs write; an adversarial review saw 11 403 tries in 20 000 successes
+ * while an observe slept). */
+static sem_t slow_in, slow_go;
+
+static void slow_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)f, (void)call_ctx;
+    if (t->to == CIRCUIT_ISOLATED) {
+        sem_post(&slow_in);
+        while (sem_wait(&slow_go) != 0)
+            ;
+    }
+}
+
+static void *isolate_slowly(void *arg)
+{
+    fx *f = arg;
+    cr_assert_eq(circuit_isolate(f->b, NULL), 0);
+    return NULL;
+}
+
+Test(l6, L6_L8_successes_write_no_shared_line_while_a_slow_observe_delivers)
+{
+    fx f;
+    fx_new(&f, 64, 1, OPEN_FOR, PROBE_TO);
+    sem_init(&slow_in, 0, 0);
+    sem_init(&slow_go, 0, 0);
+    f.log.extra = slow_observe;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, isolate_slowly, &f), 0);
+    while (sem_wait(&slow_in) != 0)
+        ; /* the isolating thread is inside observe, holding the role */
+    cr_assert_eq(circuit_reset(f.b, NULL), 0); /* pending behind the slow one */
+    cr_assert_gt(circuit_test_pending(f.b), 0);
+    uint64_t rmw0 = circuit_test_shared_rmws(), cas0 = circuit_test_core_cas_attempts();
+    for (int i = 0; i < 20000; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    uint64_t rmws = circuit_test_shared_rmws() - rmw0;
+    uint64_t cas = circuit_test_core_cas_attempts() - cas0;
+    cr_assert_gt(circuit_test_pending(f.b), 0, "still pending: the role is still held");
+    sem_post(&slow_go);
+    pthread_join(th, NULL);
+    cr_assert_eq(rmws, 0, "20 000 closed successes made %llu shared-line RMWs",
+                 (unsigned long long)rmws);
+    cr_assert_eq(cas, 0);
+    cr_assert_eq(f.log.n, 2, "both transitions delivered by the slow deliverer (O3)");
+    fx_free(&f);
+}

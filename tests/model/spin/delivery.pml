@@ -24,6 +24,10 @@
  * all at once (__cds_lfs_pop_all is one exchange). The deliverer's ordered
  * list `held` and `next_gen` are touched only by the flag holder.
  *
+ * circuit__deliver_pending looks at the role before trying it (so that a
+ * call that finds it held writes nothing); SPIN's interleavings are
+ * sequentially consistent, which the fence_sc before that look gives the C.
+ *
  * An observe may itself make a transition (a nested call, O2): it publishes
  * and tries the flag, which its own thread holds, and returns; the outer loop
  * delivers it. The pool, the 30-bit tags and unwinding (O5) are not modelled.
@@ -145,8 +149,12 @@ proctype caller(byte calls)
 #ifndef PLANT_TRY_BEFORE_PUSH
         pending++;                               /* circuit__publish */
         stack = stack | (1 << mine);             /* cds_lfs_push */
-        if                                       /* circuit__deliver_pending */
-        :: pending != 0 -> deliver(g, ng, won, nwon, taken, none_left)
+        if                                       /* circuit__deliver_pending: */
+        :: pending != 0 ->                       /* (fence_sc, SC here) a look */
+            if                                   /* at the role first (0.3) */
+            :: delivering == 0 -> deliver(g, ng, won, nwon, taken, none_left)
+            :: else -> skip /* held: the holder's second look sees our push */
+            fi
         :: else -> skip
         fi;
 #else
