@@ -125,6 +125,7 @@ struct worker {
     /* results */
     uint64_t  ops, admitted, odd, allocs, nlat;
     int64_t   t0, t1;
+    int64_t   cpu_ns;       /* the thread's CPU time over the run (CLOCK_THREAD_CPUTIME_ID) */
     pthread_t th;
 };
 
@@ -234,6 +235,9 @@ typedef struct result {
     double   ns_med, ns_min, ns_max, mops_med, trans_med;
     double   p50_ns, p99_ns, p999_ns; /* medians over the reps; 0: not sampled */
     double   fairness;                /* median over the reps of fewest / most ops of a thread */
+    double   cpu_ns_med;              /* median over the reps of the threads' CPU time per op */
+    double   cpu_share;               /* median over the reps of CPU time / wall time, the
+                                       * threads' mean: < 1 when other processes took the CPUs */
     double   overhead;                /* proxy_cycle: median of (ns - no_breaker ns) / no_breaker ns */
     bool     has_overhead;
     uint64_t ops, admitted, odd, allocs, transitions; /* summed over the reps */

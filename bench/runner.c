@@ -21,7 +21,11 @@
  *   and p99.9 are taken over the samples of all threads of one repetition,
  *   then the median over the repetitions is reported. Fairness: the fewest
  *   ops of any thread over the most ops of any thread in one repetition
- *   (median over the repetitions).
+ *   (median over the repetitions). CPU time: each thread's
+ *   CLOCK_THREAD_CPUTIME_ID over its run; cpu ns/op = the threads' summed
+ *   CPU time over their summed ops, cpu share = summed CPU time / summed run
+ *   time (1 when nothing else ran on the threads' CPUs; on a machine shared
+ *   with other jobs, the wall-clock figures are inflated by 1 / share).
  */
 #include "bench.h"
 
@@ -139,15 +143,19 @@ static void *worker_main(void *arg)
     while (!atomic_load_explicit(&w->run->go, memory_order_acquire))
         sched_yield();
     uint64_t a0 = alloc_thread_calls();
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     w->t0 = now_ns();
     w->fn(w);
     w->t1 = now_ns();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    w->cpu_ns = (int64_t)(c1.tv_sec - c0.tv_sec) * INT64_C(1000000000) + (c1.tv_nsec - c0.tv_nsec);
     w->allocs = alloc_thread_calls() - a0;
     return NULL;
 }
 
 typedef struct rep {
-    double   ns_per_op, mops, trans_per_s, fairness;
+    double   ns_per_op, mops, trans_per_s, fairness, cpu_ns_per_op, cpu_share;
     double   p50, p99, p999; /* ns; 0 when not sampled */
     uint64_t ops, admitted, odd, allocs, transitions;
 } rep;
@@ -265,7 +273,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
     uint64_t tr1 = atomic_load(&tg->transitions);
 
     memset(out, 0, sizeof *out);
-    double busy_ns = 0, ops = 0, per_ns = 0;
+    double busy_ns = 0, ops = 0, per_ns = 0, cpu_ns = 0;
     uint64_t fewest = UINT64_MAX, most = 0;
     int64_t start = INT64_MAX, end = INT64_MIN;
     for (int i = 0; i < threads; i++) {
@@ -274,6 +282,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         if (el <= 0)
             el = 1;
         busy_ns += el;
+        cpu_ns += (double)w->cpu_ns;
         ops += (double)w->ops;
         per_ns += (double)w->ops / el;
         if (w->t0 < start)
@@ -290,6 +299,8 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         out->allocs += w->allocs;
     }
     out->ns_per_op = ops > 0 ? busy_ns / ops : 0;
+    out->cpu_ns_per_op = ops > 0 ? cpu_ns / ops : 0;
+    out->cpu_share = busy_ns > 0 ? cpu_ns / busy_ns : 0;
     out->mops = per_ns * 1e3;
     out->fairness = most > 0 ? (double)fewest / (double)most : 0;
     out->transitions = tr1 - tr0;
@@ -428,7 +439,7 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
         results = nr;
         cap_results = cap;
     }
-    enum { NS, MOPS, TRANS, FAIR, P50, P99, P999, OVER, N_SERIES };
+    enum { NS, MOPS, TRANS, FAIR, P50, P99, P999, OVER, CPU, SHARE, N_SERIES };
     static double series[MAX_GROUP][N_SERIES][MAX_REPS];
     result *res = &results[n_results];
     uint64_t limit = o->ops ? o->ops : UINT64_MAX;
@@ -466,6 +477,8 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
             *s[P50] = x.p50;
             *s[P99] = x.p99;
             *s[P999] = x.p999;
+            *s[CPU] = x.cpu_ns_per_op;
+            *s[SHARE] = x.cpu_share;
             r->ops += x.ops;
             r->admitted += x.admitted;
             r->odd += x.odd;
@@ -490,6 +503,8 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
         r->p50_ns = median(s[P50], o->reps);
         r->p99_ns = median(s[P99], o->reps);
         r->p999_ns = median(s[P999], o->reps);
+        r->cpu_ns_med = median(s[CPU], o->reps);
+        r->cpu_share = median(s[SHARE], o->reps);
         r->has_overhead = none >= 0 && k != none;
         r->overhead = r->has_overhead ? median(s[OVER], o->reps) : 0;
         check_case(r);
