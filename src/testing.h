@@ -39,6 +39,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_STATS_READ,            /* get_stats: the word read and checked, before the
                                        * 64-bit generation is rebuilt from its tag */
     CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
+    CIRCUIT_TP_CLOSED_START_BEFORE_DESC, /* a transition into closed: the word checked, before
+                                          * the CAS of the first point's descriptor */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

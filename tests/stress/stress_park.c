@@ -66,6 +66,7 @@ static const struct {
     {"INTENT_MADE", CIRCUIT_TP_INTENT_MADE},
     {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
     {"CELL_BEFORE_START", CIRCUIT_TP_CELL_BEFORE_START},
+    {"CLOSED_START_BEFORE_DESC", CIRCUIT_TP_CLOSED_START_BEFORE_DESC},
 };
 
 static circuit_test_point target;
@@ -228,7 +229,8 @@ int main(int argc, char **argv)
     if (!name || pi == sizeof points / sizeof points[0])
         stress_die("--point=ALLOW_BEFORE_ADMIT|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
-                   "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START");
+                   "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START|"
+                   "CLOSED_START_BEFORE_DESC");
     if (a.threads < 2)
         stress_die("needs at least 2 threads");
     target = points[pi].p;
@@ -244,8 +246,8 @@ int main(int argc, char **argv)
         target == CIRCUIT_TP_CELL_BEFORE_START)
         cfg.fail_pct = 8; /* mostly successes, failures now and then: cells counted,
                            * summed by failures, sealed by trips and isolates */
-    if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS)
-        cfg.operator_pm = 6;
+    if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC)
+        cfg.operator_pm = 6; /* resets from isolated enter closed states too */
     stress_begin(&cfg, &a);
     uint64_t rng = a.seed ^ 0x9a4c;
     atomic_store(&hits_left, 1 + (int)stress_below(&rng, 40));
