@@ -177,11 +177,12 @@
 #define T2_OP2 OP_NONE
 #endif
 
-/* circuit_new (percpu.c circuit__pcpu_init): closed, epoch 0, point 0,
- * every cell {unsealed, epoch 0, 0}, next_id 0, the ledger empty. */
+/* circuit_new (percpu.c circuit__pcpu_init): closed, epoch 0, point 0 with
+ * D_0 written, every cell {unsealed, epoch 0, 0}, next_id 0, the ledger
+ * empty. */
 int word = MKW(0, 0, 0, I_NONE, 0, 0, 0);
 byte cell[NCPU];
-short desc[2];
+short desc[2]; /* D_0 (zero counts) is written into slot 0 by init */
 short folded = 0;
 byte next_id = 0;
 byte script[NTHREADS * MAXOPS];
@@ -208,67 +209,59 @@ byte g_final_fail;
 inline closed_cc(W, WRITE)
 {
     cc_k = K(W);
+    cc_x = desc[cc_k & 1]; /* acquire load of the slot */
     if
-    :: cc_k == 0 -> d_step { cc_s = 0; cc_f = 0; cc_S = 0; cc_ok = 1 }
+    :: DESC_IS(cc_x, cc_k) ->
+        d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x); cc_ok = 1 }
     :: else ->
-        cc_x = desc[cc_k & 1]; /* acquire load of the slot */
+        /* desc_derive: D_{k-1} and the word at k (D_0 is there from the
+         * start, as percpu.c writes it: no point is special) */
+        COVER(1);
+        cc_p = desc[(cc_k - 1) & 1];
         if
-        :: DESC_IS(cc_x, cc_k) ->
-            d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x); cc_ok = 1 }
-        :: else ->
-            /* desc_derive: D_{k-1} (or zero) and the word at k */
-            COVER(1);
-            cc_ok = 1;
-            if
-            :: cc_k == 1 -> d_step { cc_s = 0; cc_f = 0; cc_S = 0 }
-            :: else ->
-                cc_p = desc[(cc_k - 1) & 1];
-                if
-                :: DESC_IS(cc_p, cc_k - 1) ->
-                    d_step { cc_s = D_SUCC(cc_p); cc_f = D_FAIL(cc_p); cc_S = D_S(cc_p) }
-                :: else -> cc_ok = 0
-                fi
-            fi;
-            if
-            :: cc_ok && FB(W) -> d_step { cc_s = cc_s + SD(W); cc_f = cc_f + XB(W); cc_S = 0 }
-            :: cc_ok && !FB(W) && SD(W) >= cc_S ->
-                d_step { cc_s = cc_s + SD(W) - cc_S; cc_f = cc_f + XB(W); cc_S = SD(W) }
-            :: cc_ok && !FB(W) && SD(W) < cc_S -> COVER(2); cc_ok = 0 /* not D_{k-1}'s word */
-            :: else -> skip
-            fi;
-            if
-            :: cc_ok && WRITE ->
-                /* read X (above), check the word, CAS X */
-                do
-                :: atomic {
-                       if
-                       :: ST(word) != ST_CLOSED || K(word) != cc_k -> COVER(3); cc_ok = 0; break
-                       :: else -> skip
-                       fi
-                   };
-                   atomic {
-                       if
-                       :: desc[cc_k & 1] == cc_x -> desc[cc_k & 1] = MKD(cc_k, cc_s, cc_f, cc_S); break
-                       :: else -> cc_x = desc[cc_k & 1] /* the CAS hands back what it found */
-                       fi
-                   };
+        :: DESC_IS(cc_p, cc_k - 1) ->
+            d_step { cc_s = D_SUCC(cc_p); cc_f = D_FAIL(cc_p); cc_S = D_S(cc_p); cc_ok = 1 }
+        :: else -> cc_ok = 0
+        fi;
+        if
+        :: cc_ok && FB(W) -> d_step { cc_s = cc_s + SD(W); cc_f = cc_f + XB(W); cc_S = 0 }
+        :: cc_ok && !FB(W) && SD(W) >= cc_S ->
+            d_step { cc_s = cc_s + SD(W) - cc_S; cc_f = cc_f + XB(W); cc_S = SD(W) }
+        :: cc_ok && !FB(W) && SD(W) < cc_S -> COVER(2); cc_ok = 0 /* not D_{k-1}'s word */
+        :: else -> skip
+        fi;
+        if
+        :: cc_ok && WRITE ->
+            /* read X (above), check the word, CAS X */
+            do
+            :: atomic {
                    if
-                   :: DESC_IS(cc_x, cc_k) ->
-                       COVER(4); /* written meanwhile by another helper */
-                       d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x) };
-                       break
+                   :: ST(word) != ST_CLOSED || K(word) != cc_k -> COVER(3); cc_ok = 0; break
                    :: else -> skip
                    fi
-                od
-            :: cc_ok && !WRITE ->
-                cc_x = desc[cc_k & 1];
-                if
-                :: DESC_IS(cc_x, cc_k) ->
-                    d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x) }
-                :: else -> skip
-                fi
+               };
+               atomic {
+                   if
+                   :: desc[cc_k & 1] == cc_x -> desc[cc_k & 1] = MKD(cc_k, cc_s, cc_f, cc_S); break
+                   :: else -> cc_x = desc[cc_k & 1] /* the CAS hands back what it found */
+                   fi
+               };
+               if
+               :: DESC_IS(cc_x, cc_k) ->
+                   COVER(4); /* written meanwhile by another helper */
+                   d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x) };
+                   break
+               :: else -> skip
+               fi
+            od
+        :: cc_ok && !WRITE ->
+            cc_x = desc[cc_k & 1];
+            if
+            :: DESC_IS(cc_x, cc_k) ->
+                d_step { cc_s = D_SUCC(cc_x); cc_f = D_FAIL(cc_x); cc_S = D_S(cc_x) }
             :: else -> skip
             fi
+        :: else -> skip
         fi
     fi;
     skip;
@@ -760,6 +753,7 @@ progress_op:
 init {
     byte t, i, e, sum;
     d_step {
+        desc[0] = MKD(0, 0, 0, 0);
         script[0] = T0_OP1; script[1] = T0_OP2;
         script[2] = T1_OP1; script[3] = T1_OP2;
         script[4] = T2_OP1; script[5] = T2_OP2
@@ -816,9 +810,7 @@ init {
         /* the counts now are exact: D_k and the cells since, or the final
          * counts of the transition (C4), late results excluded (T2) */
         if
-        :: ST(word) == ST_CLOSED && K(word) == 0 ->
-            assert(sum == g_succ_true && g_fail_true == 0)
-        :: ST(word) == ST_CLOSED && K(word) > 0 ->
+        :: ST(word) == ST_CLOSED ->
             assert(DESC_IS(desc[K(word) & 1], K(word))); /* the helping invariant */
             assert(D_SUCC(desc[K(word) & 1]) + sum - D_S(desc[K(word) & 1]) == g_succ_true &&
                    D_FAIL(desc[K(word) & 1]) == g_fail_true)
