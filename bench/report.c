@@ -352,6 +352,15 @@ static void scaling_rows(FILE *f, const char *name, int window, double lo_1t, do
     snprintf(what, sizeof what, "%s window %d, 2 threads: Mops/s / mutex_breaker's at 2 threads",
              name, window);
     ratio_row(f, what, c2, m2, true, lo_mutex, false);
+    /* the same while every thread ran (runner.c, together()) */
+    if (c1 && c2 && c1->mops_together > 0 && c2->mops_together > 0) {
+        snprintf(what, sizeof what, "... the same two while all threads ran: 2t / 1t");
+        target_row(f, what, c2->mops_together / c1->mops_together, lo_1t, false);
+        if (m2 && m2->mops_together > 0) {
+            snprintf(what, sizeof what, "... vs mutex_breaker");
+            target_row(f, what, c2->mops_together / m2->mops_together, lo_mutex, false);
+        }
+    }
 }
 
 void print_targets(FILE *f)
@@ -408,6 +417,9 @@ void print_targets(FILE *f)
         if (pm2 && pm2->overhead > 0)
             target_row(f, "proxy_cycle 2 threads: overhead / mutex_breaker's",
                        pc2->overhead / pm2->overhead, 0.5, true);
+        if (pn2 && pn2->mops_together > 0 && pc2->mops_together > 0)
+            target_row(f, "... overhead while all threads ran (no_breaker Mops/s / circuit's - 1)",
+                       pn2->mops_together / pc2->mops_together - 1, 0.03, true);
     }
     int tl[3] = {1, 2, n_cpus};
     for (int i = 0; i < 3; i++) {
