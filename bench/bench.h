@@ -122,6 +122,8 @@ struct worker {
     const uint32_t *gaps;   /* fail_seeded: GAPS gaps between failures, used in turn */
     uint64_t  work_ticks;   /* proxy_cycle: busy work between allow and done, in ticks */
     uint32_t *lat;          /* LAT_CAP latency samples in ticks (NULL: not sampled) */
+    uint64_t *marks;        /* the tick at each batch's start (nmarks_cap of them, with lat) */
+    uint64_t  nmarks_cap;
     /* results */
     uint64_t  ops, admitted, odd, allocs, nlat;
     int64_t   t0, t1;
@@ -238,6 +240,9 @@ typedef struct result {
     double   cpu_ns_med;              /* median over the reps of the threads' CPU time per op */
     double   cpu_share;               /* median over the reps of CPU time / wall time, the
                                        * threads' mean: < 1 when other processes took the CPUs */
+    double   mops_together;           /* median over the reps of the aggregate Mops/s while
+                                       * every thread was running (0: not sampled) */
+    double   together_share;          /* median over the reps: that time / the run's time */
     double   overhead;                /* proxy_cycle: median of (ns - no_breaker ns) / no_breaker ns */
     bool     has_overhead;
     uint64_t ops, admitted, odd, allocs, transitions; /* summed over the reps */

@@ -20,6 +20,10 @@
  *   cpu_ns_per_op, cpu_share                   every figure: the threads' CPU time per op,
  *                                              and CPU time / run time (< 1: other
  *                                              processes took the CPUs)
+ *   mops_together, together_share              closed allow + done loops and proxy_cycle:
+ *                                              aggregate Mops/s over the time in which
+ *                                              every thread was making progress, and that
+ *                                              time / the run's (runner.c, together())
  *   failure_fraction                           closed_mixed_*: 1 / EVERY
  *   shared_rmws_per_op, shared_rmws_per_failure (when failures)
  *                                              circuit, closed_success and closed_mixed_*
@@ -253,12 +257,16 @@ void print_mixed_table(FILE *f)
                "CPU share: the threads' CPU time / run time (1: nothing else ran on their CPUs); "
                "2t / 1t by CPU time = 2 x the 1-thread CPU ns/op / the 2-thread CPU ns/op (what the "
                "scaling would be if the threads had had their CPUs to themselves, at the "
-               "contention they actually met)\n\n");
+               "contention they actually met); while all ran: aggregate Mops/s counted only over "
+               "the time in which every thread was making progress (batch marks at most 20 us "
+               "apart), the only figures here that compare 2 threads running together with 1 "
+               "when other processes take the CPUs\n\n");
     fprintf(f, "| failures | window | 1 thread Mops/s | 2 threads Mops/s | 2t / 1t | "
                "mutex_breaker 2 threads Mops/s | 2t vs mutex | ns/op 1t / 2t | p99.9 ns 1t / 2t "
                "| mutex p99.9 ns 2t | fairness 2t (mutex) | shared RMWs/op 1t / 2t | "
-               "shared RMWs/failure 2t | CPU share 1t / 2t | 2t / 1t by CPU time |\n");
-    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+               "shared RMWs/failure 2t | CPU share 1t / 2t | 2t / 1t by CPU time | "
+               "while all ran: 1t / 2t Mops/s (share of the run) | ... 2t / 1t | ... 2t vs mutex |\n");
+    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t wi = 0; wi < 2; wi++) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             int w = windows[wi];
@@ -297,9 +305,17 @@ void print_mixed_table(FILE *f)
                 snprintf(sh, sizeof sh, "%.2f / %.2f", c1->cpu_share, c2->cpu_share);
                 snprintf(cs, sizeof cs, "%.2f", 2 * c1->cpu_ns_med / c2->cpu_ns_med);
             }
+            char tg[64] = "-", ts[16] = "-", tm[16] = "-";
+            if (c1 && c2 && c1->mops_together > 0 && c2->mops_together > 0) {
+                snprintf(tg, sizeof tg, "%.1f / %.1f (%.2f / %.2f)", c1->mops_together,
+                         c2->mops_together, c1->together_share, c2->together_share);
+                snprintf(ts, sizeof ts, "%.2f", c2->mops_together / c1->mops_together);
+            }
+            if (c2 && m2 && c2->mops_together > 0 && m2->mops_together > 0)
+                snprintf(tm, sizeof tm, "%.2fx", c2->mops_together / m2->mops_together);
             fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | "
-                       "%s | %s |\n",
-                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf, sh, cs);
+                       "%s | %s | %s | %s | %s |\n",
+                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf, sh, cs, tg, ts, tm);
         }
     }
 }
@@ -336,6 +352,15 @@ static void scaling_rows(FILE *f, const char *name, int window, double lo_1t, do
     snprintf(what, sizeof what, "%s window %d, 2 threads: Mops/s / mutex_breaker's at 2 threads",
              name, window);
     ratio_row(f, what, c2, m2, true, lo_mutex, false);
+    /* the same while every thread ran (runner.c, together()) */
+    if (c1 && c2 && c1->mops_together > 0 && c2->mops_together > 0) {
+        snprintf(what, sizeof what, "... the same two while all threads ran: 2t / 1t");
+        target_row(f, what, c2->mops_together / c1->mops_together, lo_1t, false);
+        if (m2 && m2->mops_together > 0) {
+            snprintf(what, sizeof what, "... vs mutex_breaker");
+            target_row(f, what, c2->mops_together / m2->mops_together, lo_mutex, false);
+        }
+    }
 }
 
 void print_targets(FILE *f)
@@ -392,6 +417,9 @@ void print_targets(FILE *f)
         if (pm2 && pm2->overhead > 0)
             target_row(f, "proxy_cycle 2 threads: overhead / mutex_breaker's",
                        pc2->overhead / pm2->overhead, 0.5, true);
+        if (pn2 && pn2->mops_together > 0 && pc2->mops_together > 0)
+            target_row(f, "... overhead while all threads ran (no_breaker Mops/s / circuit's - 1)",
+                       pn2->mops_together / pc2->mops_together - 1, 0.03, true);
     }
     int tl[3] = {1, 2, n_cpus};
     for (int i = 0; i < 3; i++) {
@@ -470,6 +498,9 @@ int write_json(const char *path)
         }
         if (r->cpu_ns_med > 0)
             fprintf(f, ",\"cpu_ns_per_op\":%.6g,\"cpu_share\":%.4g", r->cpu_ns_med, r->cpu_share);
+        if (r->mops_together > 0)
+            fprintf(f, ",\"mops_together\":%.6g,\"together_share\":%.4g", r->mops_together,
+                    r->together_share);
         fprintf(f, "}\n");
     }
     if (fclose(f) != 0) {
