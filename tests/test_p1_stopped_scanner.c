@@ -48,9 +48,9 @@ static void *scanner_thread(void *arg)
     return NULL;
 }
 
-/* Half-open at S0 = T0 + OPEN_FOR with probe A admitted (the first probe,
- * due at S0 + PROBE_TO); the clock is then at A's due time. */
-#define S0 (T0 + OPEN_FOR)
+/* Half-open at HALF_AT = T0 + OPEN_FOR with probe A admitted (the first probe,
+ * due at HALF_AT + PROBE_TO); the clock is then at A's due time. */
+#define HALF_AT (T0 + OPEN_FOR)
 static void half_open_with_a(fx *f, int probes, circuit_ticket *a)
 {
     fx_init(f, 4, probes, OPEN_FOR, PROBE_TO);
@@ -61,7 +61,7 @@ static void half_open_with_a(fx *f, int probes, circuit_ticket *a)
     fx_half_open_due(f);
     cr_assert(circuit_allow(f->b, NULL, a, NULL));
     cr_assert_eq(f->log.n, 2, "closed -> open -> half-open");
-    circuit_test_clock_set(S0 + PROBE_TO);
+    circuit_test_clock_set(HALF_AT + PROBE_TO);
 }
 
 /* Starts the scanner and waits until it is stopped at step i. */
@@ -218,7 +218,7 @@ Test(p1_stopped_scanner, P1_stopped_scanner_and_an_allow_make_the_timeouts_reope
                      (unsigned long long)timed_out_total(&f));
         cr_assert_eq(timeout_asks(&f), 1, "%s", step_names[i]);
         /* and it is open until due + OPEN_FOR, not longer */
-        circuit_test_clock_set(S0 + PROBE_TO + OPEN_FOR);
+        circuit_test_clock_set(HALF_AT + PROBE_TO + OPEN_FOR);
         cr_assert(circuit_allow(f.b, NULL, &x, &rej), "%s", step_names[i]);
         circuit_release(&x);
         fx_free(&f);
@@ -235,9 +235,9 @@ Test(p1_stopped_scanner, P1_stopped_scanner_two_due_timeouts_each_counted_once_i
         fx f;
         circuit_ticket a, a2, x;
         half_open_with_a(&f, 2, &a);
-        circuit_test_clock_set(S0 + 10);
-        cr_assert(circuit_allow(f.b, NULL, &a2, NULL)); /* due S0 + 10 + PROBE_TO */
-        circuit_test_clock_set(S0 + 10 + PROBE_TO);
+        circuit_test_clock_set(HALF_AT + 10);
+        cr_assert(circuit_allow(f.b, NULL, &a2, NULL)); /* due HALF_AT + 10 + PROBE_TO */
+        circuit_test_clock_set(HALF_AT + 10 + PROBE_TO);
         scanner s;
         pthread_t th = stop_scanner(&s, &f, i);
         cr_assert(circuit_allow(f.b, NULL, &x, NULL), "%s", step_names[i]);
