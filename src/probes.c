@@ -474,8 +474,15 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
         /* acquire: the slot and the word are read after the claim word, and
          * checked before its CAS (table probe_claim) */
         circuit__u128 sv = circuit__ld128_acq(&b->slots[e->slot]);
+        if (sv.lo == (tag | SLOT_TAKEN)) {
+            /* claimed since our read of the claim word, and not counted
+             * yet (d frees the slot before the claim word goes idle):
+             * finish that claim before going on */
+            w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+            continue;
+        }
         if (sv.lo != tag || (int64_t)sv.hi != e->due)
-            return; /* settled, or timed out by another thread */
+            return; /* settled, or timed out and counted by another thread */
         circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
         if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
             return;
