@@ -22,7 +22,7 @@
  * WHAT IS MODELLED
  * A half-open state (generation 1) with two probe slots, each holding a
  * probe whose timeout has fallen due. Three threads:
- *   S0, S1  scanners: a call whose clock says both probes are due, so it
+ *   S0, S1  scanners (-DSCANNERS=1: S0 only): a call whose clock says both probes are due, so it
  *           times out every busy, due slot of the generation it read (the
  *           scan of process_timeouts), in slot order;
  *   I       interference: optionally first the done of probe 0 with a clock
@@ -50,6 +50,9 @@
  *     --np) no cycle without progress: no thread waits for another (L1).
  */
 
+#ifndef SCANNERS
+#define SCANNERS 2       /* 1 or 2 scanner threads (the progress run: 1) */
+#endif
 #define NS 2             /* probe slots */
 #define RMAX 3           /* reuse values 0..2 */
 #define PID(s, r) ((s) * RMAX + (r))
@@ -322,10 +325,12 @@ init
         s_gen[0] = 1; s_reuse[0] = 1; s_busy[0] = 1; s_due[0] = 1;
         s_gen[1] = 1; s_reuse[1] = 1; s_busy[1] = 1; s_due[1] = 1;
         run scanner();
+#if SCANNERS > 1
         run scanner();
+#endif
         run interference()
     };
-    finished == 3;
+    finished == SCANNERS + 1;
     /* each due probe: settled before its timeout, or timed out and counted */
     assert(g_settled[PID(0, 1)] + g_counted[PID(0, 1)] == 1);
     assert(g_settled[PID(1, 1)] + g_counted[PID(1, 1)] == 1);
