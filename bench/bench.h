@@ -8,6 +8,10 @@
  *   report.c  what is printed: the Markdown tables, the targets, the JSON
  *             lines, and the memory table (run as circuit-bench-memory)
  *   cli.c     the command line and main()
+ *   gaps.c    the seeded failure pattern (shared with rmw.c)
+ * and three programs of their own: memory.c (circuit-bench-memory), rmw.c
+ * (circuit-bench-rmw, shared-line RMWs on the test build), fold.c
+ * (circuit-bench-fold, the failure path's parts and a projection).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -23,6 +27,7 @@
 
 #include "circuit.h"
 #include "circuit_model.h"
+#include "gaps.h"
 
 #define NOINLINE __attribute__((noinline))
 
@@ -55,9 +60,19 @@ typedef struct case_def {
     setup_kind  setup;
     loop_kind   loop;
     int         window, probes; /* 0 for baselines */
-    uint64_t    fail_every;     /* one failure every N admitted calls; 0: none */
+    uint64_t    fail_every;     /* 1 failure in N admitted calls (see fail_seeded); 0: none */
     unsigned    variants;       /* 1u << variant: which variants run it */
+    bool        fail_seeded;    /* true: each result fails with probability 1/fail_every,
+                                 * seeded pseudo-random per thread (geometric gaps);
+                                 * false: exactly every fail_every-th (churn) */
 } case_def;
+
+/* The family of the closed_mixed_* cases, the name --case also accepts. */
+#define MIXED_FAMILY "closed_mixed"
+/* "closed_mixed" for a case of that family, else NULL. */
+const char *case_family(const case_def *c);
+/* A case's failure fraction (0: none). */
+double case_failure_fraction(const case_def *c);
 
 extern const case_def case_table[];
 extern const size_t n_cases;
@@ -104,7 +119,8 @@ struct worker {
     uint64_t  limit;        /* stop after this many ops (UINT64_MAX: on the stop flag) */
     uint64_t  fail_every;   /* 0: never fail */
     uint64_t  fail_left;    /* admitted calls until the next failure */
-    uint64_t  work_iters;   /* proxy_cycle: spin iterations between allow and done */
+    const uint32_t *gaps;   /* fail_seeded: GAPS gaps between failures, used in turn */
+    uint64_t  work_ticks;   /* proxy_cycle: busy work between allow and done, in ticks */
     uint32_t *lat;          /* LAT_CAP latency samples in ticks (NULL: not sampled) */
     /* results */
     uint64_t  ops, admitted, odd, allocs, nlat;
@@ -139,13 +155,40 @@ extern double ticks_per_ns;
 extern double tick_overhead_ns; /* an empty timed pair: included in every sample */
 const char *tick_source(void);
 
-/* proxy_cycle's busy work: `n` turns of a loop the compiler keeps. */
-static inline void bench_spin(uint64_t n)
+/* proxy_cycle's busy work: spin on the time stamp counter until `ticks`
+ * have passed. Time, not a count of loop turns: a turn's time moves with
+ * the load on this vCPU's sibling and with the clock speed, so a calibrated
+ * count of turns came out anywhere from 0.55x to 1.3x the work asked on
+ * this machine; a deadline is the same wall time whatever the CPU does
+ * meanwhile (as an upstream's answer would be). */
+static inline uint64_t work_tick(void)
 {
-    for (uint64_t i = 0; i < n; i++)
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+    return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v) : : "memory");
+    return v;
+#else
+    return (uint64_t)now_ns();
+#endif
+}
+static inline void bench_work(uint64_t ticks)
+{
+    uint64_t t0 = work_tick();
+    while (work_tick() - t0 < ticks)
         __asm__ volatile("" : : : "memory");
 }
-extern double spin_ns_per_iter; /* calibrated by runner_init */
+/* proxy_cycle's work per op in ticks, calibrated against the no_breaker
+ * loop itself (calibrate_work) until its measured time per op is --work-ns
+ * within 2 %; work_calibrated_ns is that last measurement (0: not done). */
+extern uint64_t work_ticks;
+extern int64_t  work_asked_ns;      /* --work-ns */
+extern double   work_calibrated_ns;
+extern int      work_calibration_tries;
+int calibrate_work(int64_t work_ns); /* 0, or -1 when never within 5 % */
 
 /* ---- options (cli.c) --------------------------------------------------------- */
 
@@ -165,9 +208,12 @@ typedef struct options {
     const char *variants;    /* comma list, NULL: all */
     const char *json;
     bool     memory;
+    bool     rmw;            /* run circuit-bench-rmw (the L8 counts) */
 } options;
 
 bool in_list(const char *list, const char *name);
+/* The case is named in --case (by its name or its family's). */
+bool case_selected(const char *list, const case_def *c);
 
 /* ---- measuring (runner.c) ------------------------------------------------------ */
 
@@ -217,9 +263,25 @@ double scaling_of(const result *r);
 
 /* ---- reporting (report.c) ------------------------------------------------------ */
 
+/* Shared-line read-modify-writes per op (SPEC L8) of the circuit figures,
+ * counted by circuit-bench-rmw on the test build of the core (same cases,
+ * same failure pattern, fixed ops). */
+typedef struct rmw_figure {
+    char     name[48];
+    int      window, threads;
+    uint64_t ops, failures, rmws;
+} rmw_figure;
+extern rmw_figure rmw_figures[64];
+extern int        n_rmw_figures;
+/* Runs circuit-bench-rmw (next to this program) for the selected cases;
+ * 0, or -1 when it failed (the figures are then left out). */
+int run_rmw_report(const options *o);
+const rmw_figure *find_rmw(const char *name, int window, int threads);
+
 void print_header(FILE *f, const options *o);
 void print_tables(FILE *f);
 void print_targets(FILE *f);
+void print_mixed_table(FILE *f);
 int  write_json(const char *path);
 /* Runs circuit-bench-memory (next to this program); its table goes to stdout
  * and its JSON lines are appended to `json` (NULL: none). */

@@ -6,7 +6,11 @@
  *
  * Cases (every thread works on ONE shared breaker)
  *   closed_success   allow + done(success); trip never trips.
- *   closed_mixed     allow + done, 1 failure in 10 per thread; never trips.
+ *   closed_mixed_<F>pct  allow + done, each result a failure with probability
+ *                    F % (0.01, 0.1, 1, 10), seeded pseudo-random per thread
+ *                    (not a fixed period, which would let threads align);
+ *                    windows 64 and 1024; never trips (the family
+ *                    "closed_mixed" in --case).
  *   open_reject      allow on a breaker that was tripped once at setup and
  *                    stays open (open_for 1e15 ns).
  *   half_open_probe  allow + done(success) in half-open; the probe policy
@@ -17,10 +21,11 @@
  *                    thread, open_for 1 ns, one probe that closes on success
  *                    and reopens on failure: transitions and their delivery
  *                    are on the measured path (transitions/s reported).
- *   proxy_cycle      allow, then --work-ns of calibrated busy work (the
- *                    upstream call), then done(success); the no_breaker
+ *   proxy_cycle      allow, then --work-ns of busy work (the upstream call; a
+ *                    spin on the time stamp counter, calibrated against
+ *                    the no_breaker loop), then done(success); the no_breaker
  *                    variant runs the same loop without allow and done.
- *   Scale rows: closed_success with window 1, 64, 65536; half_open_probe with
+ *   Scale rows: closed_success with window 1, 64, 1024, 65536; half_open_probe with
  *   probes 1, 64, 65536.
  * Baselines: atomic_floor (one atomic_fetch_add on one shared counter per op),
  * clock (one clock_gettime(CLOCK_MONOTONIC)), empty (the loop alone).
@@ -36,28 +41,50 @@ const char *const variant_names[V__COUNT] = {"circuit", "mutex_breaker", "baseli
 #define BREAKERS (1u << V_CIRCUIT | 1u << V_MUTEX)
 #define WITH_NONE (BREAKERS | 1u << V_NONE)
 
+#define MIXED(name, window, every) \
+    {name, SETUP_CLOSED, LOOP_ALLOW_DONE, window, 1, every, BREAKERS, true}
+
 const case_def case_table[] = {
-    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 1,     1,     0,   BREAKERS},
-    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 64,    1,     0,   BREAKERS},
-    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 65536, 1,     0,   BREAKERS},
-    {"closed_mixed",    SETUP_CLOSED,    LOOP_ALLOW_DONE, 64,    1,     10,  BREAKERS},
-    {"open_reject",     SETUP_OPEN,      LOOP_ALLOW,      64,    1,     0,   BREAKERS},
-    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    1,     0,   BREAKERS},
-    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    64,    0,   BREAKERS},
-    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    65536, 0,   BREAKERS},
-    {"get_state",       SETUP_CLOSED,    LOOP_STATE,      64,    1,     0,   BREAKERS},
-    {"get_stats",       SETUP_CLOSED,    LOOP_STATS,      64,    1,     0,   BREAKERS},
-    {"churn",           SETUP_CHURN,     LOOP_ALLOW_DONE, 64,    1,     256, BREAKERS},
-    {"proxy_cycle",     SETUP_CLOSED,    LOOP_PROXY,      64,    1,     0,   WITH_NONE},
+    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 1,     1,     0,   BREAKERS, false},
+    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 64,    1,     0,   BREAKERS, false},
+    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 1024,  1,     0,   BREAKERS, false},
+    {"closed_success",  SETUP_CLOSED,    LOOP_ALLOW_DONE, 65536, 1,     0,   BREAKERS, false},
+    MIXED("closed_mixed_0.01pct", 64, 10000),
+    MIXED("closed_mixed_0.01pct", 1024, 10000),
+    MIXED("closed_mixed_0.1pct", 64, 1000),
+    MIXED("closed_mixed_0.1pct", 1024, 1000),
+    MIXED("closed_mixed_1pct", 64, 100),
+    MIXED("closed_mixed_1pct", 1024, 100),
+    MIXED("closed_mixed_10pct", 64, 10),
+    MIXED("closed_mixed_10pct", 1024, 10),
+    {"open_reject",     SETUP_OPEN,      LOOP_ALLOW,      64,    1,     0,   BREAKERS, false},
+    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    1,     0,   BREAKERS, false},
+    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    64,    0,   BREAKERS, false},
+    {"half_open_probe", SETUP_HALF_OPEN, LOOP_ALLOW_DONE, 64,    65536, 0,   BREAKERS, false},
+    {"get_state",       SETUP_CLOSED,    LOOP_STATE,      64,    1,     0,   BREAKERS, false},
+    {"get_stats",       SETUP_CLOSED,    LOOP_STATS,      64,    1,     0,   BREAKERS, false},
+    {"churn",           SETUP_CHURN,     LOOP_ALLOW_DONE, 64,    1,     256, BREAKERS, false},
+    {"proxy_cycle",     SETUP_CLOSED,    LOOP_PROXY,      64,    1,     0,   WITH_NONE, false},
 };
 const size_t n_cases = sizeof case_table / sizeof case_table[0];
 
 const case_def baseline_table[] = {
-    {"atomic_floor", SETUP_NONE, LOOP_ATOMIC, 0, 0, 0, 1u << V_BASELINE},
-    {"clock",        SETUP_NONE, LOOP_CLOCK,  0, 0, 0, 1u << V_BASELINE},
-    {"empty",        SETUP_NONE, LOOP_EMPTY,  0, 0, 0, 1u << V_BASELINE},
+    {"atomic_floor", SETUP_NONE, LOOP_ATOMIC, 0, 0, 0, 1u << V_BASELINE, false},
+    {"clock",        SETUP_NONE, LOOP_CLOCK,  0, 0, 0, 1u << V_BASELINE, false},
+    {"empty",        SETUP_NONE, LOOP_EMPTY,  0, 0, 0, 1u << V_BASELINE, false},
 };
 const size_t n_baselines = sizeof baseline_table / sizeof baseline_table[0];
+
+const char *case_family(const case_def *c)
+{
+    size_t n = strlen(MIXED_FAMILY);
+    return strncmp(c->name, MIXED_FAMILY, n) == 0 && c->name[n] == '_' ? MIXED_FAMILY : NULL;
+}
+
+double case_failure_fraction(const case_def *c)
+{
+    return c->fail_every ? 1.0 / (double)c->fail_every : 0.0;
+}
 
 /* ---- policies and callbacks (pure, as SPEC L4 asks) ---------------------------- */
 
@@ -271,26 +298,29 @@ bad:
     } while (0)
 
 /* allow, then BODY when admitted (BODY settles the ticket t; it may use
- * `left`/`every`, the failure pattern, and `iters`, proxy_cycle's work). */
+ * `left`/`every`, the failure pattern, and `ticks`, proxy_cycle's work). */
 #define TICKET_LOOP(fn, handle_type, handle, ticket_type, allow, ...)                      \
     static NOINLINE void fn(worker *w)                                                     \
     {                                                                                      \
         handle_type *h = w->tg->handle;                                                    \
         ticket_type t;                                                                     \
         circuit_rejection rej;                                                             \
-        uint64_t left = w->fail_left, every = w->fail_every, iters = w->work_iters;        \
+        uint64_t left = w->fail_left, every = w->fail_every, ticks = w->work_ticks;        \
+        const uint32_t *gaps = w->gaps;                                                    \
+        uint32_t gi = 1; /* gaps[0] is fail_left */                                        \
         uint64_t admitted = 0;                                                             \
         memset(&t, 0, sizeof t);                                                           \
         BENCH_LOOP(w, true, if (allow(h, w, &t, &rej)) { __VA_ARGS__ admitted++; });       \
         w->admitted = admitted;                                                            \
-        (void)left, (void)every, (void)iters;                                              \
+        (void)left, (void)every, (void)ticks, (void)gaps, (void)gi;                        \
     }
 
-/* done(success), or done(failure) once every `every` admitted calls */
+/* done(success), or done(failure) when the countdown to the next failure
+ * ends: then the next gap (seeded) or `every` again (periodic) */
 #define SETTLE(done)                                                                       \
     int rc = 0;                                                                            \
     if (--left == 0) {                                                                     \
-        left = every;                                                                      \
+        left = gaps ? gaps[gi++ & (GAPS - 1)] : every;                                     \
         rc = -1;                                                                           \
     }                                                                                      \
     done(&t, rc);
@@ -316,9 +346,9 @@ TICKET_LOOP(loop_circuit_allow, circuit_breaker, cb, circuit_ticket, circuit_all
 TICKET_LOOP(loop_mutex_allow, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_release(&t);)
 /* proxy_cycle: allow, the upstream call (busy work), done(success) */
 TICKET_LOOP(loop_circuit_proxy, circuit_breaker, cb, circuit_ticket, circuit_allow,
-            bench_spin(iters); circuit_done(&t, 0);)
+            bench_work(ticks); circuit_done(&t, 0);)
 TICKET_LOOP(loop_mutex_proxy, cmodel, mb, cmodel_ticket, cmodel_allow,
-            bench_spin(iters); cmodel_done(&t, 0);)
+            bench_work(ticks); cmodel_done(&t, 0);)
 READ_LOOP(loop_circuit_state, circuit_breaker, cb, circuit_get_state(h))
 READ_LOOP(loop_mutex_state, cmodel, mb, cmodel_get_state(h))
 READ_LOOP(loop_circuit_stats, circuit_breaker, cb, (circuit_get_stats(h, &st), st.state))
@@ -326,8 +356,8 @@ READ_LOOP(loop_mutex_stats, cmodel, mb, (cmodel_get_stats(h, &st), st.state))
 
 static NOINLINE void loop_none_proxy(worker *w)
 {
-    uint64_t admitted = 0, iters = w->work_iters;
-    BENCH_LOOP(w, true, bench_spin(iters); admitted++;);
+    uint64_t admitted = 0, ticks = w->work_ticks;
+    BENCH_LOOP(w, true, bench_work(ticks); admitted++;);
     w->admitted = admitted;
 }
 

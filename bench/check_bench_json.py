@@ -4,8 +4,9 @@
 usage: check_bench_json.py [--bench PROG [--case NAME]] [--no-require] FILE
 
 With --bench, first runs `PROG --quick --case NAME --json FILE` (NAME:
-closed_success by default) and fails if it exits non-zero. Then every line
-of FILE must be one JSON object, of one of two kinds:
+closed_success by default; a comma list, and "closed_mixed" names the
+family) and fails if it exits non-zero. Then every line of FILE must be one
+JSON object, of one of three kinds:
 
   a figure   case, variant: non-empty strings; variant one of circuit,
              mutex_breaker, no_breaker, baseline; threads, reps: integers
@@ -16,6 +17,11 @@ of FILE must be one JSON object, of one of two kinds:
              probes; p50_ns <= p99_ns <= p999_ns, all > 0, required for
              circuit, mutex_breaker and no_breaker; overhead (a number) and
              transitions_per_s (>= 0) when present.
+             closed_mixed_<F>pct (F: 0.01, 0.1, 1, 10, ...): failure_fraction
+             required and equal to F / 100. proxy_cycle: work_ns (integer
+             >= 0) required, work_measured_ns (> 0) when present.
+             shared_rmws_per_op (>= 0), shared_rmws_per_failure (>= 0; only
+             with shared_rmws_per_op and a failure fraction): circuit only.
   memory     case "memory": variant circuit or mutex_breaker; window, probes,
              cpus: integers >= 1; bytes, heap_bytes: integers > 0;
              per_cpu_bytes, heap_blocks: integers >= 0; not_freed_bytes: 0.
@@ -24,18 +30,23 @@ of FILE must be one JSON object, of one of two kinds:
              probes, breakers, cpus: integers >= 1; create_ns, free_ns:
              numbers > 0; heap_bytes: integer > 0; not_freed_bytes: 0.
 
-Unless --no-require, FILE must hold figures of NAME for circuit and
-mutex_breaker and of the atomic_floor baseline. How fast is never pass or
+Unless --no-require, FILE must hold figures of each NAME for circuit and
+mutex_breaker and of the atomic_floor baseline; and after --bench (which
+also counts shared-line RMWs), the circuit figures of closed_success and
+closed_mixed_* at 1 and 2 threads (windows up to 1024) must carry
+shared_rmws_per_op, and those of closed_mixed_* shared_rmws_per_failure. How fast is never pass or
 fail here. Exit 0 when FILE is good, 1 otherwise (each problem printed).
 """
 
 import argparse
 import json
 import math
+import re
 import subprocess
 import sys
 
 VARIANTS = {"circuit", "mutex_breaker", "no_breaker", "baseline"}
+MIXED = re.compile(r"closed_mixed_([0-9]+(?:\.[0-9]+)?)pct")
 SAMPLED = {"circuit", "mutex_breaker", "no_breaker"}
 
 
@@ -77,6 +88,29 @@ def check_figure(o, problems):
     t = o.get("transitions_per_s", 0)
     if not is_num(t) or t < 0:
         problems.append(f"'transitions_per_s' = {t!r} is not a number >= 0")
+    m = MIXED.fullmatch(str(o.get("case", "")))
+    ff = o.get("failure_fraction")
+    if m:
+        want = float(m.group(1)) / 100
+        if not is_num(ff) or not math.isclose(ff, want, rel_tol=1e-4):
+            problems.append(f"'failure_fraction' = {ff!r}: {o['case']} needs {want!r}")
+    elif ff is not None:
+        problems.append(f"'failure_fraction' = {ff!r} on a case that is not closed_mixed_*")
+    if o.get("case") == "proxy_cycle":
+        if not is_int(o.get("work_ns")) or o["work_ns"] < 0:
+            problems.append(f"'work_ns' = {o.get('work_ns')!r} is not an integer >= 0")
+        if "work_measured_ns" in o and (not is_num(o["work_measured_ns"])
+                                        or o["work_measured_ns"] <= 0):
+            problems.append(f"'work_measured_ns' = {o['work_measured_ns']!r} is not a number > 0")
+    for k in ("shared_rmws_per_op", "shared_rmws_per_failure"):
+        if k not in o:
+            continue
+        if not is_num(o[k]) or o[k] < 0:
+            problems.append(f"'{k}' = {o[k]!r} is not a number >= 0")
+        if o.get("variant") != "circuit":
+            problems.append(f"'{k}' on variant {o.get('variant')!r}: the counter is circuit's")
+    if "shared_rmws_per_failure" in o and ("shared_rmws_per_op" not in o or not m):
+        problems.append("'shared_rmws_per_failure' without shared_rmws_per_op or failures")
 
 
 def check_memory(o, problems):
@@ -105,7 +139,15 @@ def check_create_free(o, problems):
         problems.append(f"'not_freed_bytes' = {o.get('not_freed_bytes')!r}: free left bytes")
 
 
-def check_file(path, case, require):
+def named(case_list, name):
+    """The figure's case is one of the comma list (closed_mixed: the family)."""
+    for c in case_list.split(","):
+        if name == c or (c == "closed_mixed" and MIXED.fullmatch(name or "")):
+            return True
+    return False
+
+
+def check_file(path, case, require, rmw=False):
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -143,9 +185,25 @@ def check_file(path, case, require):
                           "present exactly when the 1-thread figure is")
     if require:
         seen = {(o.get("case"), o.get("variant")) for o in figures}
-        for want in ((case, "circuit"), (case, "mutex_breaker"), ("atomic_floor", "baseline")):
-            if want not in seen:
-                errors.append(f"{path}: no figure for {want[0]}/{want[1]}")
+        for c in case.split(","):
+            for v in ("circuit", "mutex_breaker"):
+                if not any(named(c, n) and sv == v for n, sv in seen):
+                    errors.append(f"{path}: no figure for {c}/{v}")
+        if ("atomic_floor", "baseline") not in seen:
+            errors.append(f"{path}: no figure for atomic_floor/baseline")
+    if require and rmw:
+        for o in figures:
+            name = o.get("case", "")
+            if (o.get("variant") != "circuit" or o.get("threads") not in (1, 2)
+                    or not (name == "closed_success" or MIXED.fullmatch(name))
+                    or not 1 < o.get("window", 0) <= 1024):
+                continue
+            want = ["shared_rmws_per_op"] + (["shared_rmws_per_failure"]
+                                             if MIXED.fullmatch(name) else [])
+            for k in want:
+                if k not in o:
+                    errors.append(f"{path}: {name} window {o.get('window')} at "
+                                  f"{o.get('threads')} thread(s): no '{k}'")
     return errors
 
 
@@ -161,7 +219,7 @@ def main():
         if rc != 0:
             print(f"check_bench_json: {a.bench} exited with {rc}", file=sys.stderr)
             return 1
-    errors = check_file(a.json, a.case, not a.no_require)
+    errors = check_file(a.json, a.case, not a.no_require, rmw=bool(a.bench))
     for e in errors:
         print(f"check_bench_json: {e}", file=sys.stderr)
     if errors:

@@ -33,13 +33,16 @@ static void usage(FILE *f)
         "  --threads LIST    comma list of thread counts (default 1,2,CPUs and 2xCPUs);\n"
         "                    counts above the CPUs run unpinned and are reported apart\n"
         "  --case LIST       comma list of case or baseline names to run (default all);\n"
-        "                    cases: closed_success closed_mixed open_reject half_open_probe\n"
-        "                    get_state get_stats churn proxy_cycle; baselines: atomic_floor\n"
-        "                    clock empty (the baselines always run unless one is named)\n"
+        "                    cases: closed_success, closed_mixed (the family:\n"
+        "                    closed_mixed_0.01pct _0.1pct _1pct _10pct, each alone too),\n"
+        "                    open_reject half_open_probe get_state get_stats churn\n"
+        "                    proxy_cycle; baselines: atomic_floor clock empty (the\n"
+        "                    baselines always run unless one is named)\n"
         "  --variant LIST    circuit,mutex_breaker,no_breaker,baseline (default all)\n"
-        "  --window LIST     only the breaker rows with these windows (1,64,65536)\n"
+        "  --window LIST     only the breaker rows with these windows (1,64,1024,65536)\n"
         "  --probes LIST     only the breaker rows with these probe counts (1,64,65536)\n"
-        "  --work-ns N       proxy_cycle: busy work between allow and done (default 1000)\n"
+        "  --work-ns N       proxy_cycle: busy work between allow and done (default 1000),\n"
+        "                    calibrated against the no_breaker loop to within 2 %%\n"
         "  --ops N           each thread runs exactly N ops (rounded up to %d) instead of\n"
         "                    --seconds: for valgrind --tool=callgrind, e.g.\n"
         "                    valgrind --tool=callgrind --toggle-collect=loop_circuit_allow_done \\\n"
@@ -47,6 +50,7 @@ static void usage(FILE *f)
         "                      --window 64 --threads 1 --ops 1000000 --reps 1 --no-memory\n"
         "                    then divide the inclusive Ir by the ops printed on stderr\n"
         "  --no-memory       skip the memory table (circuit-bench-memory)\n"
+        "  --no-rmw          skip the shared-line RMW counts (circuit-bench-rmw)\n"
         "  --json FILE       also write one JSON object per line per figure\n",
         BATCH);
 }
@@ -66,6 +70,12 @@ bool in_list(const char *list, const char *name)
         p = e + 1;
     }
     return false;
+}
+
+bool case_selected(const char *list, const case_def *c)
+{
+    const char *fam = case_family(c);
+    return in_list(list, c->name) || (fam != NULL && in_list(list, fam));
 }
 
 /* Every name of the comma list is one of `names` (n of them, a stride apart). */
@@ -154,6 +164,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->seconds = 0.5;
     o->reps = 5;
     o->memory = true;
+    o->rmw = true;
     o->work_ns = 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -167,6 +178,9 @@ static int parse_args(int argc, char **argv, options *o)
             continue;
         } else if (strcmp(a, "--no-memory") == 0) {
             o->memory = false;
+            continue;
+        } else if (strcmp(a, "--no-rmw") == 0) {
+            o->rmw = false;
             continue;
         } else if (v == NULL) {
             fprintf(stderr, "circuit-bench: %s needs a value (or is unknown)\n", a);
@@ -222,6 +236,7 @@ static int parse_args(int argc, char **argv, options *o)
         return -1;
     const char *cases[64];
     size_t nc = 0;
+    cases[nc++] = MIXED_FAMILY;
     for (size_t k = 0; k < n_cases; k++)
         cases[nc++] = case_table[k].name;
     for (size_t k = 0; k < n_baselines; k++)
@@ -270,6 +285,19 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* proxy_cycle's work, calibrated before anything is measured (the
+     * header says what it measured) */
+    bool proxy = false;
+    for (size_t i = 0; i < n_cases; i++)
+        proxy |= case_table[i].loop == LOOP_PROXY && case_selected(o.cases, &case_table[i]);
+    if (proxy && in_list(o.variants, "no_breaker") && calibrate_work(o.work_ns) != 0)
+        fprintf(stderr, "circuit-bench: proxy_cycle: the no_breaker loop measured %.1f ns per op "
+                "for %" PRId64 " ns asked after %d tries (not within 5 %%)\n",
+                work_calibrated_ns, o.work_ns, work_calibration_tries);
+    else if (!proxy || !in_list(o.variants, "no_breaker")) {
+        work_asked_ns = o.work_ns;
+        work_ticks = (uint64_t)((double)o.work_ns * ticks_per_ns + 0.5); /* uncalibrated */
+    }
     print_header(stdout, &o);
     fflush(stdout);
 
@@ -300,7 +328,7 @@ int main(int argc, char **argv)
         char wbuf[16], pbuf[16];
         snprintf(wbuf, sizeof wbuf, "%d", c->window);
         snprintf(pbuf, sizeof pbuf, "%d", c->probes);
-        if (!in_list(o.cases, c->name) || !in_list(o.windows, wbuf) || !in_list(o.probes, pbuf))
+        if (!case_selected(o.cases, c) || !in_list(o.windows, wbuf) || !in_list(o.probes, pbuf))
             continue;
         target tgs[MAX_GROUP];
         subject sub[MAX_GROUP];
@@ -323,8 +351,12 @@ int main(int argc, char **argv)
             target_free(&tgs[k]);
     }
 
+    /* the test build's shared-line RMW counts (L8), before the tables */
+    if (o.rmw && !o.ops && in_list(o.variants, "circuit") && run_rmw_report(&o) != 0)
+        failures++;
     qsort(results, n_results, sizeof *results, cmp_result);
     print_tables(stdout);
+    print_mixed_table(stdout);
     print_targets(stdout);
     fprintf(stdout, "\ntotal time %.1f s\n", (double)(now_ns() - t_start) / 1e9);
     if (o.json && write_json(o.json) != 0)

@@ -13,7 +13,16 @@
  *                                              same case and variant was measured
  *   p50_ns, p99_ns, p999_ns                    the breakers and no_breaker
  *   overhead                                   proxy_cycle: circuit and mutex_breaker
+ *   work_ns, work_measured_ns                  proxy_cycle: the busy work asked per op,
+ *                                              and what no_breaker measured per op at
+ *                                              the same thread count (its ns/op)
  *   transitions_per_s                          churn
+ *   failure_fraction                           closed_mixed_*: 1 / EVERY
+ *   shared_rmws_per_op, shared_rmws_per_failure (when failures)
+ *                                              circuit, closed_success and closed_mixed_*
+ *                                              at 1 and 2 threads: shared-line RMWs
+ *                                              (SPEC L8) counted by circuit-bench-rmw on
+ *                                              the test build, same case and pattern
  * bench/check_bench_json.py checks them (the bench-smoke test).
  */
 #include "bench.h"
@@ -90,9 +99,21 @@ void print_header(FILE *f, const options *o)
                "reads %.0f ns, included in every sample); p50/p99/p99.9 over all threads' samples "
                "of a rep, median of the reps; fairness = fewest / most ops of a thread\n",
             BATCH, tick_source(), ticks_per_ns, tick_overhead_ns);
-    fprintf(f, "- proxy_cycle: allow, %" PRId64 " ns of busy work (%.0f spin turns of %.3f ns), "
-               "done; overhead = (ns/op - no_breaker ns/op) / no_breaker ns/op, rep by rep\n",
-            o->work_ns, (double)o->work_ns / spin_ns_per_iter, spin_ns_per_iter);
+    if (work_calibrated_ns > 0)
+        fprintf(f, "- proxy_cycle: allow, %" PRId64 " ns of busy work (a spin on the time stamp "
+                   "counter), done; the work calibrated against the no_breaker loop itself (%d "
+                   "tries: %" PRIu64 " ticks; that loop's last calibration run measured %.1f ns per op, "
+                   "%+.2f %% of the work asked); overhead = (ns/op - no_breaker ns/op) / no_breaker ns/op, rep by "
+                   "rep\n", o->work_ns, work_calibration_tries, work_ticks, work_calibrated_ns,
+                100.0 * (work_calibrated_ns / (double)o->work_ns - 1));
+    else
+        fprintf(f, "- proxy_cycle: allow, %" PRId64 " ns of busy work (%" PRIu64 " ticks, not "
+                   "calibrated against the no_breaker loop), done; overhead = (ns/op - no_breaker "
+                   "ns/op) / no_breaker ns/op, rep by rep\n", o->work_ns, work_ticks);
+    fprintf(f, "- closed_mixed_<F>pct: each result fails with probability F %% (seeded "
+               "pseudo-random per thread: geometric gaps, not a fixed period); the trip policy "
+               "never trips; shared-line RMWs per op (SPEC L8) counted by circuit-bench-rmw on the "
+               "test build of the core, same cases and pattern, 10^6 ops per thread\n");
     fprintf(f, "- heap allocations counted over %s\n", alloc_count_scope());
     fprintf(f, "- the machine may be shared and noisy: read medians, and the min-max spread "
                "as the noise\n\n");
@@ -149,6 +170,14 @@ static void print_table(FILE *f, bool pinned)
                                   100.0 * r->overhead);
         if (r->c->setup == SETUP_CHURN)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "%.3g transitions/s; ", r->trans_med);
+        if (r->v == V_NONE && r->c->loop == LOOP_PROXY)
+            n += (size_t)snprintf(notes + n, sizeof notes - n, "measured work %.1f ns/op; ",
+                                  r->ns_med);
+        const rmw_figure *rf =
+            r->v == V_CIRCUIT ? find_rmw(r->c->name, r->c->window, r->threads) : NULL;
+        if (rf && rf->ops)
+            n += (size_t)snprintf(notes + n, sizeof notes - n, "%.4f shared RMWs/op; ",
+                                  (double)rf->rmws / (double)rf->ops);
         if (r->c->setup == SETUP_HALF_OPEN && r->ops > 0)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "%.1f%% admitted; ",
                                   100.0 * (double)r->admitted / (double)r->ops);
@@ -177,12 +206,94 @@ void print_tables(FILE *f)
     }
 }
 
-/* ---- targets (issue 10; informational, never pass/fail) ------------------------------ */
+/* ---- the closed_mixed family ----------------------------------------------------------- */
+
+/* 1 in EVERY, as the table's first column says it. */
+static void failures_cell(char *buf, size_t len, uint64_t every)
+{
+    if (every == 0)
+        snprintf(buf, len, "none");
+    else
+        snprintf(buf, len, "1 in %" PRIu64 " (%g %%)", every, 100.0 / (double)every);
+}
+
+static void rmw_cell(char *buf, size_t len, const rmw_figure *rf, bool per_failure)
+{
+    if (rf == NULL || rf->ops == 0 || (per_failure && rf->failures == 0))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.4g",
+                 (double)rf->rmws / (double)(per_failure ? rf->failures : rf->ops));
+}
+
+/* Successes and the closed_mixed family, windows 64 and 1024: the table of
+ * counting under real traffic (1 and 2 threads, against mutex_breaker). */
+void print_mixed_table(FILE *f)
+{
+    static const char *const names[] = {"closed_success", "closed_mixed_0.01pct",
+                                        "closed_mixed_0.1pct", "closed_mixed_1pct",
+                                        "closed_mixed_10pct"};
+    static const uint64_t every[] = {0, 10000, 1000, 100, 10};
+    static const int windows[] = {64, 1024};
+    bool any = false;
+    for (size_t i = 1; i < sizeof names / sizeof names[0]; i++)
+        any |= find_result(names[i], V_CIRCUIT, 64, 1, 1) != NULL ||
+               find_result(names[i], V_CIRCUIT, 1024, 1, 1) != NULL;
+    if (!any)
+        return;
+    fprintf(f, "\n## Counting under real traffic: successes and closed_mixed (one breaker, "
+               "never trips; Mops/s aggregate, medians)\n\n");
+    fprintf(f, "| failures | window | 1 thread Mops/s | 2 threads Mops/s | 2t / 1t | "
+               "mutex_breaker 2 threads Mops/s | 2t vs mutex | ns/op 1t / 2t | p99.9 ns 1t / 2t "
+               "| mutex p99.9 ns 2t | fairness 2t (mutex) | shared RMWs/op 1t / 2t | "
+               "shared RMWs/failure 2t |\n");
+    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t wi = 0; wi < 2; wi++) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            int w = windows[wi];
+            const result *c1 = find_result(names[i], V_CIRCUIT, w, 1, 1);
+            const result *c2 = find_result(names[i], V_CIRCUIT, w, 1, 2);
+            const result *m2 = find_result(names[i], V_MUTEX, w, 1, 2);
+            if (c1 == NULL && c2 == NULL)
+                continue;
+            char fc[64], a[16] = "-", b[16] = "-", sc[16] = "-", mm[16] = "-", vm[16] = "-",
+                 ns[32] = "-", pp[32] = "-", mp[16] = "-", fa[32] = "-", r1[16], r2[16], rf[16];
+            failures_cell(fc, sizeof fc, every[i]);
+            if (c1)
+                snprintf(a, sizeof a, "%.1f", c1->mops_med);
+            if (c2)
+                snprintf(b, sizeof b, "%.1f", c2->mops_med);
+            if (c1 && c2 && c1->mops_med > 0)
+                snprintf(sc, sizeof sc, "%.2f", c2->mops_med / c1->mops_med);
+            if (m2) {
+                snprintf(mm, sizeof mm, "%.1f", m2->mops_med);
+                snprintf(mp, sizeof mp, "%.0f", m2->p999_ns);
+            }
+            if (c2 && m2 && m2->mops_med > 0)
+                snprintf(vm, sizeof vm, "%.2fx", c2->mops_med / m2->mops_med);
+            if (c1 && c2) {
+                snprintf(ns, sizeof ns, "%.1f / %.1f", c1->ns_med, c2->ns_med);
+                snprintf(pp, sizeof pp, "%.0f / %.0f", c1->p999_ns, c2->p999_ns);
+            }
+            if (c2)
+                snprintf(fa, sizeof fa, m2 ? "%.2f (%.2f)" : "%.2f", c2->fairness,
+                         m2 ? m2->fairness : 0.0);
+            rmw_cell(r1, sizeof r1, find_rmw(names[i], w, 1), false);
+            rmw_cell(r2, sizeof r2, find_rmw(names[i], w, 2), false);
+            rmw_cell(rf, sizeof rf, find_rmw(names[i], w, 2), true);
+            fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n",
+                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf);
+        }
+    }
+}
+
+/* ---- targets (informational, never pass/fail) --------------------------------------- */
 
 static void target_row(FILE *f, const char *what, double measured, double bound, bool upper)
 {
     bool ok = upper ? measured <= bound : measured >= bound;
-    fprintf(f, "| %s | %.3g | %s |\n", what, measured, ok ? "met" : "MISSED");
+    fprintf(f, "| %s | %.3g | %s %.3g | %s |\n", what, measured, upper ? "<=" : ">=", bound,
+            ok ? "met" : "MISSED");
 }
 
 /* a / b of two figures (ns/op, or Mops/s when use_mops), when both exist. */
@@ -195,6 +306,21 @@ static void ratio_row(FILE *f, const char *what, const result *a, const result *
     target_row(f, what, x, bound, upper);
 }
 
+/* 2 threads' aggregate >= lo_1t x its 1 thread's and >= lo_mutex x mutex_breaker's. */
+static void scaling_rows(FILE *f, const char *name, int window, double lo_1t, double lo_mutex)
+{
+    char what[200];
+    const result *c1 = find_result(name, V_CIRCUIT, window, 1, 1);
+    const result *c2 = find_result(name, V_CIRCUIT, window, 1, 2);
+    const result *m2 = find_result(name, V_MUTEX, window, 1, 2);
+    snprintf(what, sizeof what, "%s window %d, 2 threads: aggregate Mops/s / 1 thread's", name,
+             window);
+    ratio_row(f, what, c2, c1, true, lo_1t, false);
+    snprintf(what, sizeof what, "%s window %d, 2 threads: Mops/s / mutex_breaker's at 2 threads",
+             name, window);
+    ratio_row(f, what, c2, m2, true, lo_mutex, false);
+}
+
 void print_targets(FILE *f)
 {
     char what[200];
@@ -203,33 +329,48 @@ void print_targets(FILE *f)
     const result *ms2 = find_result("closed_success", V_MUTEX, 64, 1, 2);
     const result *pc2 = find_result("proxy_cycle", V_CIRCUIT, 64, 1, 2);
     const result *pm2 = find_result("proxy_cycle", V_MUTEX, 64, 1, 2);
-    fprintf(f, "\n## Targets (informational: medians of one run, not pass/fail; rows whose "
-               "figures were not measured in this run are left out)\n\n");
-    fprintf(f, "| target | measured | status |\n|---|--:|---|\n");
+    const result *pn1 = find_result("proxy_cycle", V_NONE, 64, 1, 1);
+    const result *pn2 = find_result("proxy_cycle", V_NONE, 64, 1, 2);
+    char model[128] = "?";
+    read_line("/proc/cpuinfo", "model name", model, sizeof model);
+    fprintf(f, "\n## Targets (informational: ratios of medians of this one run and binary, "
+               "not pass/fail; rows whose figures were not measured in this run are left "
+               "out; cpu: %s, %d CPUs)\n\n", model, n_cpus);
+    fprintf(f, "| target | measured | bound | status |\n|---|--:|--:|---|\n");
+    static const char *const tight[] = {"closed_mixed_1pct", "closed_mixed_0.1pct"};
+    for (int i = 0; i < 2; i++)
+        for (int w = 64; w <= 1024; w *= 16)
+            scaling_rows(f, tight[i], w, 1.8, 4.0);
+    for (int w = 64; w <= 1024; w *= 16)
+        scaling_rows(f, "closed_mixed_10pct", w, 1.0, 1.5);
+    scaling_rows(f, "closed_success", 64, 1.8, 4.0);
     if (cs2) {
-        target_row(f, "closed_success 2 threads: scaling >= 0.9 (aggregate >= 1.8x 1 thread)",
-                   scaling_of(cs2), 0.9, false);
-        ratio_row(f, "closed_success 2 threads: Mops/s >= 4x mutex_breaker", cs2, ms2, true, 4.0,
-                  false);
         if (cs1 && cs1->p999_ns > 0)
-            target_row(f, "closed_success 2 threads: p99.9 <= 3x its own 1-thread p99.9",
+            target_row(f, "closed_success window 64, 2 threads: p99.9 / its own 1-thread p99.9",
                        cs2->p999_ns / cs1->p999_ns, 3.0, true);
         if (ms2 && ms2->p999_ns > 0)
-            target_row(f, "closed_success 2 threads: p99.9 <= 0.1x mutex_breaker's",
+            target_row(f, "closed_success window 64, 2 threads: p99.9 / mutex_breaker's",
                        cs2->p999_ns / ms2->p999_ns, 0.1, true);
-        target_row(f, "closed_success 2 threads: fairness >= 0.8", cs2->fairness, 0.8, false);
+        target_row(f, "closed_success window 64, 2 threads: fairness", cs2->fairness, 0.8, false);
     }
-    ratio_row(f, "closed_success 1 thread: ns/op <= 3x atomic_floor", cs1,
+    ratio_row(f, "closed_success window 64, 1 thread: ns/op / atomic_floor's", cs1,
               find_result("atomic_floor", V_BASELINE, 0, 0, 1), false, 3.0, true);
+    const result *pn[2] = {pn1, pn2};
+    for (int i = 0; i < 2; i++) {
+        if (pn[i] == NULL || work_asked_ns <= 0)
+            continue;
+        snprintf(what, sizeof what, "proxy_cycle no_breaker %d thread(s): |measured work per op "
+                 "/ work asked (%" PRId64 " ns) - 1|", i + 1, work_asked_ns);
+        double e = pn[i]->ns_med / (double)work_asked_ns - 1;
+        target_row(f, what, e < 0 ? -e : e, 0.05, true);
+    }
     if (pc2) {
-        target_row(f, "proxy_cycle 2 threads: overhead <= 0.03", pc2->overhead, 0.03, true);
+        target_row(f, "proxy_cycle 2 threads: overhead over no_breaker", pc2->overhead, 0.03,
+                   true);
         if (pm2 && pm2->overhead > 0)
-            target_row(f, "proxy_cycle 2 threads: overhead <= 0.5x mutex_breaker's",
+            target_row(f, "proxy_cycle 2 threads: overhead / mutex_breaker's",
                        pc2->overhead / pm2->overhead, 0.5, true);
     }
-    ratio_row(f, "closed_mixed 2 threads: Mops/s >= 1x mutex_breaker (stretch)",
-              find_result("closed_mixed", V_CIRCUIT, 64, 1, 2),
-              find_result("closed_mixed", V_MUTEX, 64, 1, 2), true, 1.0, false);
     int tl[3] = {1, 2, n_cpus};
     for (int i = 0; i < 3; i++) {
         if (i == 2 && (n_cpus == 1 || n_cpus == 2))
@@ -288,6 +429,23 @@ int write_json(const char *path)
             fprintf(f, ",\"overhead\":%.6g", r->overhead);
         if (r->c->setup == SETUP_CHURN)
             fprintf(f, ",\"transitions_per_s\":%.1f", r->trans_med);
+        if (r->c->loop == LOOP_PROXY) {
+            const result *nb = find_result(r->c->name, V_NONE, r->c->window, r->c->probes,
+                                           r->threads);
+            fprintf(f, ",\"work_ns\":%" PRId64, work_asked_ns);
+            if (nb)
+                fprintf(f, ",\"work_measured_ns\":%.6g", nb->ns_med);
+        }
+        if (case_family(r->c))
+            fprintf(f, ",\"failure_fraction\":%.6g", case_failure_fraction(r->c));
+        const rmw_figure *rf =
+            r->v == V_CIRCUIT ? find_rmw(r->c->name, r->c->window, r->threads) : NULL;
+        if (rf && rf->ops) {
+            fprintf(f, ",\"shared_rmws_per_op\":%.6g", (double)rf->rmws / (double)rf->ops);
+            if (rf->failures)
+                fprintf(f, ",\"shared_rmws_per_failure\":%.6g",
+                        (double)rf->rmws / (double)rf->failures);
+        }
         fprintf(f, "}\n");
     }
     if (fclose(f) != 0) {
@@ -297,11 +455,24 @@ int write_json(const char *path)
     return 0;
 }
 
-/* ---- memory -------------------------------------------------------------------------------- */
+/* ---- shared-line RMWs (circuit-bench-rmw) ----------------------------------------------- */
 
-int run_memory_report(const char *json)
+rmw_figure rmw_figures[64];
+int        n_rmw_figures;
+
+const rmw_figure *find_rmw(const char *name, int window, int threads)
 {
-    char self[PATH_MAX], prog[PATH_MAX + 32];
+    for (int i = 0; i < n_rmw_figures; i++)
+        if (rmw_figures[i].window == window && rmw_figures[i].threads == threads &&
+            strcmp(rmw_figures[i].name, name) == 0)
+            return &rmw_figures[i];
+    return NULL;
+}
+
+/* This program's directory + "/" + prog into out. */
+static int sibling(const char *prog, char *out, size_t len)
+{
+    char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
         fprintf(stderr, "circuit-bench: /proc/self/exe: %s\n", strerror(errno));
@@ -311,7 +482,86 @@ int run_memory_report(const char *json)
     char *slash = strrchr(self, '/');
     if (slash)
         *slash = '\0';
-    snprintf(prog, sizeof prog, "%s/circuit-bench-memory", self);
+    snprintf(out, len, "%s/%s", self, prog);
+    return 0;
+}
+
+int run_rmw_report(const options *o)
+{
+    char prog[PATH_MAX + 32];
+    if (sibling("circuit-bench-rmw", prog, sizeof prog) != 0)
+        return -1;
+    /* NAME,WINDOW,EVERY of the selected closed allow + done cases */
+    static char args[64][80];
+    char *argv[64 + 2];
+    int argc = 0;
+    argv[argc++] = prog;
+    for (size_t i = 0; i < n_cases && argc < 64; i++) {
+        const case_def *c = &case_table[i];
+        char wbuf[16];
+        snprintf(wbuf, sizeof wbuf, "%d", c->window);
+        if (c->setup != SETUP_CLOSED || c->loop != LOOP_ALLOW_DONE || c->window == 1 ||
+            c->window > 1024 || !case_selected(o->cases, c) || !in_list(o->windows, wbuf))
+            continue;
+        snprintf(args[argc], sizeof args[argc], "%s,%d,%" PRIu64, c->name, c->window,
+                 c->fail_every);
+        argv[argc] = args[argc];
+        argc++;
+    }
+    argv[argc] = NULL;
+    if (argc == 1)
+        return 0;
+    int fd[2];
+    if (pipe(fd) != 0) {
+        fprintf(stderr, "circuit-bench: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    fflush(NULL);
+    fprintf(stderr, "circuit-bench: counting shared-line RMWs (circuit-bench-rmw, test build)\n");
+    pid_t pid;
+    int rc = posix_spawn(&pid, prog, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (rc != 0) {
+        close(fd[0]);
+        fprintf(stderr, "circuit-bench: %s: %s\n", prog, strerror(rc));
+        return -1;
+    }
+    FILE *in = fdopen(fd[0], "r");
+    char line[256];
+    while (in && fgets(line, sizeof line, in)) {
+        rmw_figure x;
+        memset(&x, 0, sizeof x);
+        if (sscanf(line, "rmw %47s %d %d %" SCNu64 " %" SCNu64 " %" SCNu64, x.name, &x.window,
+                   &x.threads, &x.ops, &x.failures, &x.rmws) == 6 &&
+            n_rmw_figures < (int)(sizeof rmw_figures / sizeof rmw_figures[0]))
+            rmw_figures[n_rmw_figures++] = x;
+    }
+    if (in)
+        fclose(in);
+    else
+        close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "circuit-bench: circuit-bench-rmw failed\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+int run_memory_report(const char *json)
+{
+    char prog[PATH_MAX + 32];
+    if (sibling("circuit-bench-memory", prog, sizeof prog) != 0)
+        return -1;
     char *argv[] = {prog, json ? "--json" : NULL, (char *)json, NULL};
     fflush(NULL);
     pid_t pid;

@@ -38,8 +38,11 @@
 int n_cpus;
 int cpu_ids[CPU_SETSIZE];
 double ticks_per_ns = 1.0;
-double spin_ns_per_iter = 1.0;
 double tick_overhead_ns;
+uint64_t work_ticks;
+int64_t  work_asked_ns;
+double   work_calibrated_ns;
+int      work_calibration_tries;
 
 result *results;
 size_t  n_results;
@@ -109,20 +112,6 @@ static double calibrate_tick_overhead(void)
     return median(d, 1001);
 }
 
-/* ns per bench_spin turn: the fastest of a few 10^6-turn runs. */
-static double calibrate_spin(void)
-{
-    double best = 0;
-    for (int i = 0; i < 5; i++) {
-        int64_t t0 = now_ns();
-        bench_spin(1000000);
-        double ns = (double)(now_ns() - t0) / 1e6;
-        if (best == 0 || ns < best)
-            best = ns;
-    }
-    return best > 0 ? best : 1.0;
-}
-
 void runner_init(void)
 {
     cpu_set_t mask;
@@ -139,7 +128,6 @@ void runner_init(void)
         n_cpus = 1;
     ticks_per_ns = calibrate_ticks();
     tick_overhead_ns = calibrate_tick_overhead();
-    spin_ns_per_iter = calibrate_spin();
 }
 
 /* ---- one timed run ------------------------------------------------------------------ */
@@ -196,16 +184,18 @@ static void percentiles(const worker *ws, int threads, rep *out)
 
 /* One timed run of `threads` threads on `tg`. */
 static int run_once(target *tg, variant v, const case_def *c, int threads, double seconds,
-                    uint64_t limit, uint64_t work_iters, rep *out)
+                    uint64_t limit, uint64_t ticks, rep *out)
 {
     run_ctl *ctl = aligned_alloc(alignof(run_ctl), sizeof *ctl);
     worker *ws = aligned_alloc(alignof(worker), sizeof *ws * (size_t)threads);
     bool sampled = v != V_BASELINE;
     uint32_t *lat = sampled ? malloc(sizeof *lat * LAT_CAP * (size_t)threads) : NULL;
-    if (ctl == NULL || ws == NULL || (sampled && lat == NULL)) {
+    uint32_t *gaps = c->fail_seeded ? malloc(sizeof *gaps * GAPS * (size_t)threads) : NULL;
+    if (ctl == NULL || ws == NULL || (sampled && lat == NULL) || (c->fail_seeded && gaps == NULL)) {
         free(ctl);
         free(ws);
         free(lat);
+        free(gaps);
         fprintf(stderr, "circuit-bench: out of memory\n");
         return -1;
     }
@@ -222,13 +212,22 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         w->fn = pick_loop(v, c->loop);
         w->cpu = pinned ? cpu_ids[i] : -1;
         w->limit = limit;
-        w->work_iters = work_iters;
+        w->work_ticks = ticks;
         w->lat = lat ? lat + (size_t)i * LAT_CAP : NULL;
         w->fail_every = c->fail_every;
-        /* Spread the threads' failures across the pattern. */
-        w->fail_left = c->fail_every == 0
-                           ? UINT64_MAX
-                           : c->fail_every - ((uint64_t)i * 7u) % c->fail_every;
+        if (c->fail_seeded && c->fail_every > 0) {
+            /* Each thread its own seeded sequence: the threads' failures
+             * fall independently, as they would under real traffic. */
+            uint32_t *g = gaps + (size_t)i * GAPS;
+            fill_gaps(g, c->fail_every, gap_seed(i, c->fail_every));
+            w->gaps = g;
+            w->fail_left = g[0];
+        } else {
+            /* Periodic (churn): spread the threads' failures across the pattern. */
+            w->fail_left = c->fail_every == 0
+                               ? UINT64_MAX
+                               : c->fail_every - ((uint64_t)i * 7u) % c->fail_every;
+        }
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         if (pinned) {
@@ -245,6 +244,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
             atomic_store(&ctl->go, true);
             for (int j = 0; j < i; j++)
                 pthread_join(ws[j].th, NULL);
+            free(gaps);
             free(lat);
             free(ws);
             free(ctl);
@@ -295,10 +295,70 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
     out->transitions = tr1 - tr0;
     out->trans_per_s = end > start ? (double)out->transitions * 1e9 / (double)(end - start) : 0;
     percentiles(ws, threads, out);
+    free(gaps);
     free(lat);
     free(ws);
     free(ctl);
     return 0;
+}
+
+static double min_of(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+/* ---- proxy_cycle's work ------------------------------------------------------------ */
+
+/* Calibrates proxy_cycle's work against the no_breaker loop itself (one
+ * thread on the first CPU, the very loop the figures run: 0.2 calibrated a
+ * bare spin loop, asked 1000 ns and the no_breaker loop measured 530-590).
+ * Each try makes 3 runs of 30 ms and reads the time of one op from the
+ * latency samples (p50 minus the empty timed pair), which other processes'
+ * load does not move the way it moves a run's ns/op (on a machine shared
+ * with builds a thread may run half of the wall time); the deadline moves
+ * by (asked - measured) until within 2 %. work_calibrated_ns is then the
+ * ns/op of the last run (what the figures will measure on a quiet
+ * machine). Returns 0, or -1 when 12 tries never came within 5 %. */
+int calibrate_work(int64_t work_ns)
+{
+    const case_def *pc = NULL;
+    for (size_t i = 0; i < n_cases; i++)
+        if (case_table[i].loop == LOOP_PROXY)
+            pc = &case_table[i];
+    double want = (double)work_ns;
+    work_asked_ns = work_ns;
+    work_ticks = (uint64_t)(want * ticks_per_ns + 0.5);
+    work_calibrated_ns = 0;
+    work_calibration_tries = 0;
+    if (pc == NULL || work_ns <= 0)
+        return 0;
+    target tg;
+    if (target_setup(&tg, V_NONE, pc) != 0)
+        return -1;
+    double err = 1, ticks = (double)work_ticks, nominal = ticks;
+    for (int t = 0; t < 12; t++) {
+        double op[3], per[3];
+        for (int k = 0; k < 3; k++) {
+            rep x;
+            if (run_once(&tg, V_NONE, pc, 1, 0.03, UINT64_MAX, work_ticks, &x) != 0)
+                return -1;
+            op[k] = x.p50 - tick_overhead_ns;
+            per[k] = x.ns_per_op;
+        }
+        double m = median(op, 3);
+        work_calibration_tries = t + 1;
+        work_calibrated_ns = min_of(per, 3);
+        err = m / want - 1;
+        if (err < 0.02 && err > -0.02)
+            return 0;
+        ticks += (want - m) * ticks_per_ns;
+        ticks = ticks < nominal / 2 ? nominal / 2 : ticks > nominal * 2 ? nominal * 2 : ticks;
+        work_ticks = (uint64_t)(ticks + 0.5);
+    }
+    return err < 0.05 && err > -0.05 ? 0 : -1;
 }
 
 /* ---- one figure per subject ------------------------------------------------------------ */
@@ -342,14 +402,6 @@ static void check_case(result *r)
     }
 }
 
-static double min_of(const double *v, int n)
-{
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        m = v[i] < m ? v[i] : m;
-    return m;
-}
-
 static double max_of(const double *v, int n)
 {
     double m = v[0];
@@ -380,7 +432,6 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
     static double series[MAX_GROUP][N_SERIES][MAX_REPS];
     result *res = &results[n_results];
     uint64_t limit = o->ops ? o->ops : UINT64_MAX;
-    uint64_t work_iters = (uint64_t)((double)o->work_ns / spin_ns_per_iter + 0.5);
     int none = -1;
     rep x;
     for (int k = 0; k < n; k++) {
@@ -395,14 +446,14 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
         if (sub[k].v == V_NONE)
             none = k;
         if (o->warmup > 0 && !o->ops &&
-            run_once(sub[k].tg, sub[k].v, sub[k].c, threads, o->warmup, limit, work_iters,
+            run_once(sub[k].tg, sub[k].v, sub[k].c, threads, o->warmup, limit, work_ticks,
                      &x) != 0)
             return -1;
     }
     for (int i = 0; i < o->reps; i++) {
         for (int k = 0; k < n; k++) {
             result *r = &res[k];
-            if (run_once(sub[k].tg, sub[k].v, sub[k].c, threads, o->seconds, limit, work_iters,
+            if (run_once(sub[k].tg, sub[k].v, sub[k].c, threads, o->seconds, limit, work_ticks,
                          &x) != 0)
                 return -1;
             double *s[N_SERIES];

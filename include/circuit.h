@@ -14,10 +14,9 @@
  *
  * States
  *   closed     every call is admitted and its result counted; after each
- *              counted failure, and each success counted while the window
- *              holds a failure, the `trip` policy decides whether to open
- *              (a success into a window with no failure asks nothing; see
- *              circuit_policy.trip).
+ *              counted failure the `trip` policy decides whether to open
+ *              (a success never asks it: a success cannot open the
+ *              breaker; see circuit_policy.trip).
  *   open       every call is rejected at once until the open period has
  *              passed since the breaker opened (config.open_for_ns, or what
  *              spec.open_for chooses).

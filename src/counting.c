@@ -126,8 +126,15 @@
  * BOUNDS. Epoch ids are 27 bits (taken from next_id): a thread would be
  * confused only if stopped for 2^27 epochs; epochs end only at intents.
  * Cells and S are 32 bits; an epoch ends (a FOLD) before either overflows.
- * Descriptor tags are the low 14 bits of k, and the slots are emptied (with
- * the new generation's tag) before a closed state is entered.
+ * Descriptor tags are the low 14 bits of k. Point numbers never restart:
+ * a closed state starts at k0 = the last closed state's final k + 2, with
+ * D_{k0} (zero counts) written before the state is entered (transition.c),
+ * so a slot still holding an older state's descriptor never carries a tag
+ * of this state's points, and a stopped thread's "read X, check, CAS X" on
+ * a slot cannot find its X there again (a descriptor value does not name
+ * its generation, and small counts repeat from state to state: 0.3's first
+ * version emptied the slots instead, and a stopped emptier could erase a
+ * new state's D_1 equal bit for bit to the old D_1 it had read).
  *
  * Checked by: the differential against the reference model (tests/model,
  * every count after every op, windows 1, 64 and 65536 at 0.1 %, 1 % and
@@ -304,9 +311,10 @@ static inline uint64_t cell_count(uint64_t v) { return v & CELL_COUNT_MAX; }
 /* ---- descriptors -------------------------------------------------------- */
 
 /* lo: seq 31 | full | failures 17 | last failure | tag 14 (k's low bits)
- * hi: run 31 | valid | S 32. An emptied slot is {0, gen tag}: not valid. */
-#define D_TAG_MASK UINT64_C(0x3fff)
-#define D_VALID (UINT64_C(1) << 31)
+ * hi: run 31 | valid | S 32. A slot never written is {0, 0}: not valid. */
+#define D_TAG_MASK CIRCUIT__D_TAG_MASK
+#define D_VALID CIRCUIT__D_VALID
+_Static_assert(CIRCUIT__D_TAG_SHIFT == 50, "desc_pack's tag position is word.h's");
 
 static inline circuit__u128 desc_pack(const circuit__cc *c, uint32_t k)
 {
@@ -422,15 +430,13 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
 {
     uint32_t k = circuit__ck(w.hi);
     circuit__cc prev;
-    if (k == 1) {
-        prev = (circuit__cc){0, false, 0, false, 0, 0};
-    } else {
-        /* acquire: a value it held, checked against the word by the caller */
-        circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
-        if (!desc_is(p, k - 1))
-            return false;
-        desc_unpack(p, &prev);
-    }
+    /* acquire: a value it held, checked against the word by the caller.
+     * D_{k0} of the state's first point is there before the state is
+     * (transition.c), so no point is special. */
+    circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
+    if (!desc_is(p, k - 1))
+        return false;
+    desc_unpack(p, &prev);
     uint64_t d;
     if (w.lo & CIRCUIT__LO_F)
         d = circuit__csd(w.hi); /* a fold: successes folded (saturated) */
@@ -446,10 +452,6 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
 bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write)
 {
     uint32_t k = circuit__ck(w.hi);
-    if (k == 0) {
-        *out = (circuit__cc){0, false, 0, false, 0, 0};
-        return true;
-    }
     circuit__u128 *slot = &b->desc[k & 1u];
     /* acquire: what was written before it (the ring is read after it) */
     circuit__u128 x = circuit__ld128_acq(slot);

@@ -108,8 +108,12 @@ enum circuit__total {
  *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
  *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
  *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
- * desc[2]        closed_cc's help, desc_empty       closed_cc (ld128_acq)      read X, check core at k, CAS X; a
- *  (D_k)         (cas128_sc)                                                   derived D_k equals the written one
+ * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
+ *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
+ *                                                                              derived D_k equals the written one
+ * k_next         transition out of closed, before   transition into closed     read X, check core is the closed state
+ *                its CAS (cas_acq, read-check-CAS)  (ld_acq, after its         being left, CAS X; the CASes of core
+ *                                                   acquire of core)           between carry it (acq_rel RMWs)
  * pcpu[].cell    closed_success (cas_rlx count,     failure's sum (ld_rlx      a seal is an RMW on the cell:
  *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
  *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
@@ -182,6 +186,7 @@ struct circuit_breaker {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
+    uint64_t k_next;                       /* the next closed state's first point k0 */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */

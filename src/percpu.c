@@ -11,6 +11,9 @@ void circuit__pcpu_init(circuit_breaker *b)
     for (uint32_t i = 0; i < b->ncpu; i++)
         b->pcpu[i].cell = 0; /* {unsealed, epoch 0, count 0} */
     b->next_id = 0;
+    /* D_0: the first closed state's first point (word.h) */
+    b->k_next = 0;
+    circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
     circuit__st128_init(&b->core, (circuit__u128){circuit__mkclo(0, 0, false, false, 0),
                                                   circuit__mkchi(0, 0)});
 }

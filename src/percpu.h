@@ -5,7 +5,7 @@
  *
  * LAYER INTERFACE (the lower floor of counting; counting.h is the upper):
  *   circuit__pcpu_init     the initial state word (closed, generation 0,
- *                          epoch 0) and the cells of that epoch
+ *                          epoch 0, point 0), D_0 and the cells of epoch 0
  *   circuit__fresh_epoch   a new epoch id for the cells (transition.c when
  *                          a closed state starts, counting.c when one ends)
  *   circuit__my_cpu        this CPU's line

@@ -45,22 +45,43 @@ static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen,
     return true;
 }
 
-/* Before the CAS that enters closed generation g1: the descriptor slots
- * (counting.c) hold nothing of an older closed state (emptied, tagged with
- * g1), only while the word still holds lo (read X, check, CAS X: a stopped
- * thread cannot empty a later state's slots). */
-static bool desc_empty(circuit_breaker *b, uint64_t lo, uint32_t g1)
+/* Before the CAS that leaves a closed state at point k (word c): the next
+ * closed state starts at k + 2 (word.h), so its first two points' tags are
+ * neither k's nor k - 1's, the two descriptors this state leaves in the
+ * slots. Written only while the word still holds c (read X, check, CAS X):
+ * a stopped thread of an older state finds no X of its time (k_next only
+ * moves forward). Every thread leaving c writes the same value. Returns
+ * false when the word moved. */
+static bool k_next_set(circuit_breaker *b, circuit__u128 c)
 {
-    circuit__u128 empty = {0, g1};
-    for (int i = 0; i < 2; i++) {
-        circuit__u128 x = circuit__ld128_acq(&b->desc[i]); /* acquire: before the check */
-        while (x.lo != empty.lo || x.hi != empty.hi) {
-            if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
-                return false;
-            CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(&b->desc[i], &x, empty)) /* table: desc */
-                break;
-        }
+    uint64_t want = (uint32_t)(circuit__ck(c.hi) + 2u);
+    uint64_t v = circuit__ld_acq(&b->k_next); /* acquire: before the check */
+    while (v != want) {
+        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+        if (now.lo != c.lo || now.hi != c.hi)
+            return false;
+        /* acquire on failure: the value returned is checked again */
+        if (circuit__cas_acq(&b->k_next, &v, want))
+            break;
+    }
+    return true;
+}
+
+/* Before the CAS that enters a closed state at point k0 from the word lo:
+ * D_{k0}, the zero counts of its first point, in D[k0 & 1], only while the
+ * word still holds lo (read X, check, CAS X). Returns false when it moved. */
+static bool desc_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
+{
+    circuit__u128 want = circuit__desc_zero(k0);
+    circuit__u128 *slot = &b->desc[k0 & 1u];
+    circuit__u128 x = circuit__ld128_acq(slot); /* acquire: before the check */
+    while (x.lo != want.lo || x.hi != want.hi) {
+        if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
+            return false;
+        CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_DESC);
+        CIRCUIT__SHARED_RMW();
+        if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
+            break;
     }
     return true;
 }
@@ -74,6 +95,10 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     uint64_t g64 = circuit__gen_widen(b, g1);
     circuit_transition tr = {circuit__pub_state(code), to, g64, *counts, cause, 0};
     circuit__u128 nw;
+    if (code == CIRCUIT__ST_CLOSED && !k_next_set(b, *c)) {
+        *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
+        return false;
+    }
     switch (to) {
     case CIRCUIT_OPEN: {
         int64_t reopens = code == CIRCUIT__ST_HALF_OPEN ? half_reopens(b, circuit__gen(c->lo)) + 1 : 0;
@@ -104,15 +129,20 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     case CIRCUIT_ISOLATED:
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
         break;
-    default: /* CLOSED: a new closed state, at exact point 0 of a fresh epoch */
-        if (!desc_empty(b, c->lo, g1)) {
+    default: { /* CLOSED: a new closed state, at its first point k0, in a fresh epoch */
+        /* acquire: after the acquire of the word being left, which came
+         * after the CAS that ended the last closed state (table k_next) */
+        uint32_t k0 = (uint32_t)circuit__ld_acq(&b->k_next);
+        if (!desc_start(b, c->lo, k0)) {
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
         nw = (circuit__u128){circuit__mkclo(g1, circuit__fresh_epoch(b), false, false, 0),
-                             circuit__mkchi(0, 0)};
+                             circuit__mkchi(k0, 0)};
         break;
     }
+    }
+
     if (!circuit__core_cas(b, c, nw))
         return false;
     *c = nw;

@@ -22,7 +22,10 @@
  *     open:
  *       bits 32..62  reopens (B2) of this open period
  *   hi  closed:
- *       bits  0..31  k: exact points made in this generation
+ *       bits  0..31  k: the number of the exact point; a closed state
+ *                    starts at k0 = the previous closed state's last k + 2
+ *                    (transition.c), so that no descriptor tag of an
+ *                    older state is read as one of this state
  *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0),
  *                    or the successes folded at k (F = 1, saturated);
  *                    in an intent word: the sum its maker read
@@ -141,6 +144,21 @@ static inline uint64_t circuit__mkclo(uint32_t gen, uint32_t epoch, bool x, bool
 static inline uint32_t circuit__ck(uint64_t hi) { return (uint32_t)hi; }
 static inline uint64_t circuit__csd(uint64_t hi) { return hi >> 32; }
 static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
+
+/* The closed descriptors D_k (counting.c packs them; two 16-byte slots,
+ * D[k & 1]): lo holds k's low 14 bits at bit 50, hi a valid bit at 31. A
+ * closed state's first point k0 has all-zero counts: circuit__desc_zero,
+ * written into D[k0 & 1] by the transition that enters the state, before
+ * its CAS (transition.c), so that every point of a state, its first one
+ * included, is read from a slot the same way. */
+#define CIRCUIT__D_TAG_SHIFT 50
+#define CIRCUIT__D_TAG_MASK UINT64_C(0x3fff)
+#define CIRCUIT__D_VALID (UINT64_C(1) << 31)
+static inline circuit__u128 circuit__desc_zero(uint32_t k)
+{
+    return (circuit__u128){((uint64_t)k & CIRCUIT__D_TAG_MASK) << CIRCUIT__D_TAG_SHIFT,
+                           CIRCUIT__D_VALID};
+}
 
 /* The successes ledger's key for the epoch a closed word names: {gen tag,
  * epoch id} (bit 31 set, so that no key is the ledger's initial 0), written

@@ -4,6 +4,8 @@
  */
 #include "helpers.h"
 
+#include <stdatomic.h>
+
 typedef struct stale_allow {
     fx *f;
     circuit_ticket t;
@@ -102,5 +104,83 @@ Test(regressions, P1_every_generations_probes_time_out_at_their_due_time)
         for (int i = 0; i < 3; i++)
             circuit_release(&t[i]);
     }
+    fx_free(&f);
+}
+
+/* ---- a stopped entry into closed and the new state's descriptors ---------- */
+
+/* Thread A resets an isolated breaker and stops after checking the word,
+ * before it writes the descriptor slot it read; meanwhile the main thread
+ * resets, and the new closed state makes its points; A goes on when the
+ * main thread has made a trip intent and before it completes it. A's stale
+ * write must not touch the new state's descriptors: 0.3's first cut emptied
+ * the slots with "read X, check, CAS X", and a descriptor does not name its
+ * generation, so the new state's D_1 (one failure, as the old D_1) matched
+ * A's X bit for bit and was erased; the intent word no longer holds the
+ * point's sum, so D_1 was derived from the asked sum and the trip's final
+ * counts came out as F F (a run of 2) instead of F S S S F (C4). */
+static sem_t rs_a_stopped, rs_a_go, rs_a_done;
+static pthread_t rs_a;
+static atomic_bool rs_a_stop_armed, rs_intent_armed;
+
+static void reset_race_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_CLOSED_START_BEFORE_DESC && pthread_equal(pthread_self(), rs_a) &&
+        atomic_exchange(&rs_a_stop_armed, false)) {
+        sem_post(&rs_a_stopped);
+        while (sem_wait(&rs_a_go) != 0)
+            ;
+    } else if (p == CIRCUIT_TP_INTENT_MADE && !pthread_equal(pthread_self(), rs_a) &&
+               atomic_exchange(&rs_intent_armed, false)) {
+        sem_post(&rs_a_go); /* A's stale write, while the intent waits */
+        while (sem_wait(&rs_a_done) != 0)
+            ;
+    }
+}
+
+static void *reset_a(void *arg)
+{
+    fx *f = arg;
+    int rc = circuit_reset(f->b, NULL);
+    cr_assert(rc == 0 || rc == EALREADY, "reset: %d", rc);
+    sem_post(&rs_a_done);
+    return NULL;
+}
+
+Test(regressions, C4_L1_a_stopped_entry_into_closed_never_erases_the_new_states_counts)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0;
+    f.p.trip_failures = 2;
+    fx_build(&f);
+    cr_assert(fx_call(&f, RS_FAIL)); /* the old state's D_1: one failure */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+
+    sem_init(&rs_a_stopped, 0, 0);
+    sem_init(&rs_a_go, 0, 0);
+    sem_init(&rs_a_done, 0, 0);
+    atomic_store(&rs_a_stop_armed, true);
+    atomic_store(&rs_intent_armed, false);
+    circuit_test_set_hook(reset_race_hook, NULL);
+    cr_assert_eq(pthread_create(&rs_a, NULL, reset_a, &f), 0);
+    while (sem_wait(&rs_a_stopped) != 0)
+        ;
+    cr_assert_eq(circuit_reset(f.b, NULL), 0, "the main thread's reset enters closed");
+    cr_assert(fx_call(&f, RS_FAIL)); /* the new state's first point: one failure */
+    for (int i = 0; i < 3; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    atomic_store(&rs_intent_armed, true);
+    cr_assert(fx_call(&f, RS_FAIL), "the second failure trips (counted by its completion)");
+    pthread_join(rs_a, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_not(atomic_load(&rs_intent_armed), "the trip went through an intent");
+
+    /* closed -> isolated, isolated -> closed, closed -> open, then A's own
+     * reset may close it again */
+    cr_assert_geq(f.log.n, 3);
+    assert_tr(&f, 2, CIRCUIT_CLOSED, CIRCUIT_OPEN, 3);
+    assert_counts(&f.log.tr[2].counts, 3, 2, 0, 1, 0); /* F S S S F: a run of 1 failure */
     fx_free(&f);
 }

@@ -1,0 +1,211 @@
+/*
+ * circuit-bench-rmw: shared-line read-modify-writes per op (SPEC L8) of
+ * circuit-bench's closed cases, the RMW columns of its report and the
+ * shared_rmws_* fields of its JSON (circuit-bench runs this program unless
+ * --no-rmw).
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * usage: circuit-bench-rmw [--ops N] CASE...
+ *   CASE is NAME,WINDOW,EVERY (EVERY: 1 failure in EVERY results, seeded as
+ *   circuit-bench seeds them; 0: successes only). For each CASE at 1 thread
+ *   and at 2 threads (pinned to distinct CPUs when there are 2), each
+ *   thread makes N allow + done (default 1000000) on one breaker whose trip
+ *   policy never trips, and one line is printed:
+ *     rmw NAME WINDOW THREADS OPS FAILURES RMWS
+ *   RMWS: circuit_test_shared_rmws() after minus before: every RMW the
+ *   counting paths make on a line that other CPUs write (the state word,
+ *   descriptors, ring records, seals, the ledger, epoch ids); a success's
+ *   count on its own CPU's cell is not one (docs/CONTRACT.md L8).
+ *
+ * A separate program because the counter exists only in the test build of
+ * the core (circuit_testable, linked statically here); circuit-bench itself
+ * measures the shared library. Counts, not time: the figures do not depend
+ * on the machine's load, except that lost CAS races (which depend on the
+ * interleaving) add RMWs at 2 threads.
+ * Exit 0, or 1 on a bad argument, a breaker not built, or a breaker that
+ * left closed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "circuit.h"
+#include "gaps.h"
+#include "testing.h"
+
+typedef struct run {
+    circuit_breaker *b;
+    atomic_int       ready;
+    atomic_bool      go;
+} run;
+
+typedef struct thr {
+    run      *r;
+    int       cpu; /* -1: unpinned */
+    uint64_t  ops, every, failures, rejected;
+    uint32_t  gaps[GAPS];
+    pthread_t th;
+} thr;
+
+static int64_t trip_at;
+
+static bool trip_never(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    return c->failures >= trip_at;
+}
+
+static circuit_state probe_close(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    (void)c;
+    return CIRCUIT_CLOSED;
+}
+
+static circuit_outcome classify_zero_ok(void *arg, void *call_ctx, int rc)
+{
+    (void)arg;
+    (void)call_ctx;
+    return rc == 0 ? CIRCUIT_SUCCESS : CIRCUIT_FAILURE;
+}
+
+static void *thr_main(void *arg)
+{
+    thr *t = arg;
+    if (t->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((size_t)t->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    atomic_fetch_add(&t->r->ready, 1);
+    while (!atomic_load(&t->r->go))
+        sched_yield();
+    uint64_t left = t->every ? t->gaps[0] : UINT64_MAX;
+    uint32_t gi = 1;
+    for (uint64_t i = 0; i < t->ops; i++) {
+        circuit_ticket tk;
+        if (!circuit_allow(t->r->b, NULL, &tk, NULL)) {
+            t->rejected++;
+            continue;
+        }
+        int rc = 0;
+        if (--left == 0) {
+            left = t->gaps[gi++ & (GAPS - 1)];
+            rc = -1;
+            t->failures++;
+        }
+        circuit_done(&tk, rc);
+    }
+    return NULL;
+}
+
+static int cpus[CPU_SETSIZE], ncpus;
+
+static int one(const char *name, int window, uint64_t every, int threads, uint64_t ops)
+{
+    circuit_spec s;
+    char err[256] = "";
+    memset(&s, 0, sizeof s);
+    s.config.window = window;
+    s.config.probes = 1;
+    s.config.open_for_ns = INT64_C(1000000000000000);
+    s.config.probe_timeout_ns = INT64_C(1000000000000000);
+    s.policy.trip = trip_never;
+    s.policy.probe = probe_close;
+    s.classify = classify_zero_ok;
+    trip_at = window / 2 + 1; /* as circuit-bench's closed cases: never reached */
+    static run r;
+    int rc = circuit_new(&r.b, &s, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "circuit-bench-rmw: %s: circuit_new: %s: %s\n", name, strerror(rc), err);
+        return -1;
+    }
+    atomic_init(&r.ready, 0);
+    atomic_init(&r.go, false);
+    static thr ts[2];
+    for (int i = 0; i < threads; i++) {
+        thr *t = &ts[i];
+        t->r = &r;
+        t->cpu = threads <= ncpus ? cpus[i] : -1;
+        t->ops = ops;
+        t->every = every;
+        t->failures = t->rejected = 0;
+        if (every)
+            fill_gaps(t->gaps, every, gap_seed(i, every));
+        if (pthread_create(&t->th, NULL, thr_main, t) != 0) {
+            fprintf(stderr, "circuit-bench-rmw: pthread_create failed\n");
+            exit(1);
+        }
+    }
+    while (atomic_load(&r.ready) < threads)
+        sched_yield();
+    uint64_t rmw0 = circuit_test_shared_rmws();
+    atomic_store(&r.go, true);
+    uint64_t failures = 0, rejected = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(ts[i].th, NULL);
+        failures += ts[i].failures;
+        rejected += ts[i].rejected;
+    }
+    uint64_t rmws = circuit_test_shared_rmws() - rmw0;
+    circuit_state st = circuit_get_state(r.b);
+    circuit_free(r.b);
+    if (rejected || st != CIRCUIT_CLOSED) {
+        fprintf(stderr, "circuit-bench-rmw: %s window %d: %" PRIu64 " rejected, state %s (must "
+                "stay closed)\n", name, window, rejected, circuit_state_name(st));
+        return -1;
+    }
+    printf("rmw %s %d %d %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", name, window, threads,
+           ops * (uint64_t)threads, failures, rmws);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t ops = 1000000;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+        for (int i = 0; i < CPU_SETSIZE; i++)
+            if (CPU_ISSET((size_t)i, &mask))
+                cpus[ncpus++] = i;
+    if (ncpus < 1)
+        ncpus = 1;
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            ops = strtoull(argv[++i], &end, 10);
+            if (errno || *end || ops < 1) {
+                fprintf(stderr, "circuit-bench-rmw: bad --ops '%s'\n", argv[i]);
+                return 1;
+            }
+            continue;
+        }
+        char name[64];
+        int window;
+        unsigned long long every;
+        if (sscanf(argv[i], "%63[^,],%d,%llu", name, &window, &every) != 3 || window < 1) {
+            fprintf(stderr, "circuit-bench-rmw: bad case '%s' (NAME,WINDOW,EVERY)\n", argv[i]);
+            return 1;
+        }
+        for (int t = 1; t <= 2; t++)
+            bad |= one(name, window, (uint64_t)every, t, ops) != 0;
+    }
+    return bad;
+}
