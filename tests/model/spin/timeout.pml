@@ -22,10 +22,10 @@
  * WHAT IS MODELLED
  * A half-open state (generation 1) with two probe slots, each holding a
  * probe whose timeout has fallen due. Three threads:
- *   S0, S1  scanners (-DSCANNERS=1: S0 only): a call whose clock says both probes are due, so it
- *           times out every busy, due slot of the generation it read (the
- *           scan of process_timeouts), in slot order;
- *   I       interference: optionally first the done of probe 0 with a clock
+ *   scanners (two; -DSCANNERS=1: one): each a call whose clock says both
+ *           probes are due, so it times out every busy, due slot of the
+ *           generation it read (process_timeouts' scan), in slot order;
+ *   interference: optionally first the done of probe 0 with a clock
  *           BEFORE its due time (it frees the slot if no timeout took it:
  *           the probe settled, P2/T5); then a call that scans (it is after
  *           the due times) and admits a new probe (not due) to a free slot,
