@@ -140,9 +140,9 @@
  * every count after every op, windows 1, 64 and 65536 at 0.1 %, 1 % and
  * 50 % failures), the stopped-thread tests at each park point
  * (tests/test_l6_fastpath.c, tests/stress/stress_park.c) and TSan stress.
- * tests/model/spin/fold.pml still models 0.2's seal-on-every-failure fold,
- * whose seal and sum steps the intents reuse; a SPIN model of the
- * non-sealing sum, the descriptors and the intents is not written yet.
+ * tests/model/spin/counting.pml model-checks this protocol with SPIN (the
+ * cells, the word, the descriptors, the ledger and the intents, every shared
+ * access one step; the window's ring abstracted to totals).
  */
 
 /* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
