@@ -122,9 +122,12 @@ struct worker {
     const uint32_t *gaps;   /* fail_seeded: GAPS gaps between failures, used in turn */
     uint64_t  work_ticks;   /* proxy_cycle: busy work between allow and done, in ticks */
     uint32_t *lat;          /* LAT_CAP latency samples in ticks (NULL: not sampled) */
+    uint64_t *marks;        /* the tick at each batch's start (nmarks_cap of them, with lat) */
+    uint64_t  nmarks_cap;
     /* results */
     uint64_t  ops, admitted, odd, allocs, nlat;
     int64_t   t0, t1;
+    int64_t   cpu_ns;       /* the thread's CPU time over the run (CLOCK_THREAD_CPUTIME_ID) */
     pthread_t th;
 };
 
@@ -234,6 +237,12 @@ typedef struct result {
     double   ns_med, ns_min, ns_max, mops_med, trans_med;
     double   p50_ns, p99_ns, p999_ns; /* medians over the reps; 0: not sampled */
     double   fairness;                /* median over the reps of fewest / most ops of a thread */
+    double   cpu_ns_med;              /* median over the reps of the threads' CPU time per op */
+    double   cpu_share;               /* median over the reps of CPU time / wall time, the
+                                       * threads' mean: < 1 when other processes took the CPUs */
+    double   mops_together;           /* median over the reps of the aggregate Mops/s while
+                                       * every thread was running (0: not sampled) */
+    double   together_share;          /* median over the reps: that time / the run's time */
     double   overhead;                /* proxy_cycle: median of (ns - no_breaker ns) / no_breaker ns */
     bool     has_overhead;
     uint64_t ops, admitted, odd, allocs, transitions; /* summed over the reps */

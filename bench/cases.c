@@ -283,6 +283,8 @@ bad:
                 uint64_t t0_ = bench_tick();                                               \
                 __VA_ARGS__                                                                \
                 uint64_t d_ = bench_tick() - t0_;                                          \
+                if (nlat_ < (w)->nmarks_cap)                                               \
+                    (w)->marks[nlat_] = t0_; /* progress marks, one per batch */           \
                 lat_[nlat_++ % LAT_CAP] = d_ > UINT32_MAX ? UINT32_MAX : (uint32_t)d_;     \
                 k_ = 1;                                                                    \
             }                                                                              \

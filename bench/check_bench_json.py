@@ -20,6 +20,9 @@ JSON object, of one of three kinds:
              closed_mixed_<F>pct (F: 0.01, 0.1, 1, 10, ...): failure_fraction
              required and equal to F / 100. proxy_cycle: work_ns (integer
              >= 0) required, work_measured_ns (> 0) when present.
+             cpu_ns_per_op (>= 0) and cpu_share (in [0, 1.5]: CPU time
+             clocks are coarse), mops_together (>= 0) and together_share
+             (in [0, 1]) when present.
              shared_rmws_per_op (>= 0), shared_rmws_per_failure (>= 0; only
              with shared_rmws_per_op and a failure fraction): circuit only.
   memory     case "memory": variant circuit or mutex_breaker; window, probes,
@@ -88,6 +91,13 @@ def check_figure(o, problems):
     t = o.get("transitions_per_s", 0)
     if not is_num(t) or t < 0:
         problems.append(f"'transitions_per_s' = {t!r} is not a number >= 0")
+    if "cpu_ns_per_op" in o and (not is_num(o["cpu_ns_per_op"]) or o["cpu_ns_per_op"] < 0):
+        problems.append(f"'cpu_ns_per_op' = {o['cpu_ns_per_op']!r} is not a number >= 0")
+    if "cpu_share" in o and (not is_num(o["cpu_share"]) or not 0 <= o["cpu_share"] <= 1.5):
+        problems.append(f"'cpu_share' = {o['cpu_share']!r} is not in [0, 1.5]")
+    for k, hi in (("mops_together", math.inf), ("together_share", 1.01)):
+        if k in o and (not is_num(o[k]) or not 0 <= o[k] <= hi):
+            problems.append(f"'{k}' = {o[k]!r} is not in [0, {hi}]")
     m = MIXED.fullmatch(str(o.get("case", "")))
     ff = o.get("failure_fraction")
     if m:

@@ -17,6 +17,13 @@
  *                                              and what no_breaker measured per op at
  *                                              the same thread count (its ns/op)
  *   transitions_per_s                          churn
+ *   cpu_ns_per_op, cpu_share                   every figure: the threads' CPU time per op,
+ *                                              and CPU time / run time (< 1: other
+ *                                              processes took the CPUs)
+ *   mops_together, together_share              closed allow + done loops and proxy_cycle:
+ *                                              aggregate Mops/s over the time in which
+ *                                              every thread was making progress, and that
+ *                                              time / the run's (runner.c, together())
  *   failure_fraction                           closed_mixed_*: 1 / EVERY
  *   shared_rmws_per_op, shared_rmws_per_failure (when failures)
  *                                              circuit, closed_success and closed_mixed_*
@@ -170,6 +177,10 @@ static void print_table(FILE *f, bool pinned)
                                   100.0 * r->overhead);
         if (r->c->setup == SETUP_CHURN)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "%.3g transitions/s; ", r->trans_med);
+        if (r->cpu_share > 0 && r->cpu_share < 0.95)
+            n += (size_t)snprintf(notes + n, sizeof notes - n,
+                                  "ran %.0f%% of the time (%.2f CPU ns/op); ", 100 * r->cpu_share,
+                                  r->cpu_ns_med);
         if (r->v == V_NONE && r->c->loop == LOOP_PROXY)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "measured work %.1f ns/op; ",
                                   r->ns_med);
@@ -242,12 +253,20 @@ void print_mixed_table(FILE *f)
     if (!any)
         return;
     fprintf(f, "\n## Counting under real traffic: successes and closed_mixed (one breaker, "
-               "never trips; Mops/s aggregate, medians)\n\n");
+               "never trips; Mops/s aggregate, medians)\n\n"
+               "CPU share: the threads' CPU time / run time (1: nothing else ran on their CPUs); "
+               "2t / 1t by CPU time = 2 x the 1-thread CPU ns/op / the 2-thread CPU ns/op (what the "
+               "scaling would be if the threads had had their CPUs to themselves, at the "
+               "contention they actually met); while all ran: aggregate Mops/s counted only over "
+               "the time in which every thread was making progress (batch marks at most 20 us "
+               "apart), the only figures here that compare 2 threads running together with 1 "
+               "when other processes take the CPUs\n\n");
     fprintf(f, "| failures | window | 1 thread Mops/s | 2 threads Mops/s | 2t / 1t | "
                "mutex_breaker 2 threads Mops/s | 2t vs mutex | ns/op 1t / 2t | p99.9 ns 1t / 2t "
                "| mutex p99.9 ns 2t | fairness 2t (mutex) | shared RMWs/op 1t / 2t | "
-               "shared RMWs/failure 2t |\n");
-    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+               "shared RMWs/failure 2t | CPU share 1t / 2t | 2t / 1t by CPU time | "
+               "while all ran: 1t / 2t Mops/s (share of the run) | ... 2t / 1t | ... 2t vs mutex |\n");
+    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t wi = 0; wi < 2; wi++) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             int w = windows[wi];
@@ -281,8 +300,22 @@ void print_mixed_table(FILE *f)
             rmw_cell(r1, sizeof r1, find_rmw(names[i], w, 1), false);
             rmw_cell(r2, sizeof r2, find_rmw(names[i], w, 2), false);
             rmw_cell(rf, sizeof rf, find_rmw(names[i], w, 2), true);
-            fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n",
-                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf);
+            char sh[32] = "-", cs[16] = "-";
+            if (c1 && c2 && c2->cpu_ns_med > 0) {
+                snprintf(sh, sizeof sh, "%.2f / %.2f", c1->cpu_share, c2->cpu_share);
+                snprintf(cs, sizeof cs, "%.2f", 2 * c1->cpu_ns_med / c2->cpu_ns_med);
+            }
+            char tg[64] = "-", ts[16] = "-", tm[16] = "-";
+            if (c1 && c2 && c1->mops_together > 0 && c2->mops_together > 0) {
+                snprintf(tg, sizeof tg, "%.1f / %.1f (%.2f / %.2f)", c1->mops_together,
+                         c2->mops_together, c1->together_share, c2->together_share);
+                snprintf(ts, sizeof ts, "%.2f", c2->mops_together / c1->mops_together);
+            }
+            if (c2 && m2 && c2->mops_together > 0 && m2->mops_together > 0)
+                snprintf(tm, sizeof tm, "%.2fx", c2->mops_together / m2->mops_together);
+            fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | "
+                       "%s | %s | %s | %s | %s |\n",
+                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf, sh, cs, tg, ts, tm);
         }
     }
 }
@@ -319,6 +352,15 @@ static void scaling_rows(FILE *f, const char *name, int window, double lo_1t, do
     snprintf(what, sizeof what, "%s window %d, 2 threads: Mops/s / mutex_breaker's at 2 threads",
              name, window);
     ratio_row(f, what, c2, m2, true, lo_mutex, false);
+    /* the same while every thread ran (runner.c, together()) */
+    if (c1 && c2 && c1->mops_together > 0 && c2->mops_together > 0) {
+        snprintf(what, sizeof what, "... the same two while all threads ran: 2t / 1t");
+        target_row(f, what, c2->mops_together / c1->mops_together, lo_1t, false);
+        if (m2 && m2->mops_together > 0) {
+            snprintf(what, sizeof what, "... vs mutex_breaker");
+            target_row(f, what, c2->mops_together / m2->mops_together, lo_mutex, false);
+        }
+    }
 }
 
 void print_targets(FILE *f)
@@ -359,9 +401,14 @@ void print_targets(FILE *f)
     for (int i = 0; i < 2; i++) {
         if (pn[i] == NULL || work_asked_ns <= 0)
             continue;
-        snprintf(what, sizeof what, "proxy_cycle no_breaker %d thread(s): |measured work per op "
-                 "/ work asked (%" PRId64 " ns) - 1|", i + 1, work_asked_ns);
+        snprintf(what, sizeof what, "proxy_cycle no_breaker %d thread(s): |ns/op / work asked "
+                 "(%" PRId64 " ns) - 1|", i + 1, work_asked_ns);
         double e = pn[i]->ns_med / (double)work_asked_ns - 1;
+        target_row(f, what, e < 0 ? -e : e, 0.05, true);
+        /* the same, read so that other processes' load does not move it */
+        snprintf(what, sizeof what, "... the same from the op's own time (p50 of a timed op "
+                 "minus the empty timed pair: %.0f ns)", pn[i]->p50_ns - tick_overhead_ns);
+        e = (pn[i]->p50_ns - tick_overhead_ns) / (double)work_asked_ns - 1;
         target_row(f, what, e < 0 ? -e : e, 0.05, true);
     }
     if (pc2) {
@@ -370,6 +417,9 @@ void print_targets(FILE *f)
         if (pm2 && pm2->overhead > 0)
             target_row(f, "proxy_cycle 2 threads: overhead / mutex_breaker's",
                        pc2->overhead / pm2->overhead, 0.5, true);
+        if (pn2 && pn2->mops_together > 0 && pc2->mops_together > 0)
+            target_row(f, "... overhead while all threads ran (no_breaker Mops/s / circuit's - 1)",
+                       pn2->mops_together / pc2->mops_together - 1, 0.03, true);
     }
     int tl[3] = {1, 2, n_cpus};
     for (int i = 0; i < 3; i++) {
@@ -446,6 +496,11 @@ int write_json(const char *path)
                 fprintf(f, ",\"shared_rmws_per_failure\":%.6g",
                         (double)rf->rmws / (double)rf->failures);
         }
+        if (r->cpu_ns_med > 0)
+            fprintf(f, ",\"cpu_ns_per_op\":%.6g,\"cpu_share\":%.4g", r->cpu_ns_med, r->cpu_share);
+        if (r->mops_together > 0)
+            fprintf(f, ",\"mops_together\":%.6g,\"together_share\":%.4g", r->mops_together,
+                    r->together_share);
         fprintf(f, "}\n");
     }
     if (fclose(f) != 0) {

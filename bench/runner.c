@@ -21,7 +21,11 @@
  *   and p99.9 are taken over the samples of all threads of one repetition,
  *   then the median over the repetitions is reported. Fairness: the fewest
  *   ops of any thread over the most ops of any thread in one repetition
- *   (median over the repetitions).
+ *   (median over the repetitions). CPU time: each thread's
+ *   CLOCK_THREAD_CPUTIME_ID over its run; cpu ns/op = the threads' summed
+ *   CPU time over their summed ops, cpu share = summed CPU time / summed run
+ *   time (1 when nothing else ran on the threads' CPUs; on a machine shared
+ *   with other jobs, the wall-clock figures are inflated by 1 / share).
  */
 #include "bench.h"
 
@@ -139,15 +143,20 @@ static void *worker_main(void *arg)
     while (!atomic_load_explicit(&w->run->go, memory_order_acquire))
         sched_yield();
     uint64_t a0 = alloc_thread_calls();
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     w->t0 = now_ns();
     w->fn(w);
     w->t1 = now_ns();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    w->cpu_ns = (int64_t)(c1.tv_sec - c0.tv_sec) * INT64_C(1000000000) + (c1.tv_nsec - c0.tv_nsec);
     w->allocs = alloc_thread_calls() - a0;
     return NULL;
 }
 
 typedef struct rep {
-    double   ns_per_op, mops, trans_per_s, fairness;
+    double   ns_per_op, mops, trans_per_s, fairness, cpu_ns_per_op, cpu_share;
+    double   mops_together, together_share;
     double   p50, p99, p999; /* ns; 0 when not sampled */
     uint64_t ops, admitted, odd, allocs, transitions;
 } rep;
@@ -182,6 +191,115 @@ static void percentiles(const worker *ws, int threads, rep *out)
     free(all);
 }
 
+/* ---- throughput while every thread ran --------------------------------------------- */
+
+typedef struct span {
+    uint64_t a, b;
+} span;
+
+/* The stretches in which a thread made progress: its batch marks with no
+ * gap above g between them. Returns how many (into out, cap of them). */
+static size_t runs_of(const uint64_t *m, size_t n, uint64_t g, span *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i + 1 < n && k < cap; i++) {
+        if (m[i + 1] - m[i] > g)
+            continue;
+        if (k > 0 && out[k - 1].b == m[i])
+            out[k - 1].b = m[i + 1];
+        else
+            out[k++] = (span){m[i], m[i + 1]};
+    }
+    return k;
+}
+
+/* x = x intersect y (both sorted, disjoint); returns the new count. */
+static size_t intersect(span *x, size_t nx, const span *y, size_t ny, span *tmp)
+{
+    size_t i = 0, j = 0, k = 0;
+    while (i < nx && j < ny) {
+        uint64_t a = x[i].a > y[j].a ? x[i].a : y[j].a;
+        uint64_t b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (a < b)
+            tmp[k++] = (span){a, b};
+        if (x[i].b < y[j].b)
+            i++;
+        else
+            j++;
+    }
+    memcpy(x, tmp, k * sizeof *x);
+    return k;
+}
+
+/* Aggregate Mops/s over the time in which EVERY thread was making progress
+ * (each thread's batch marks at most g apart), and that time's share of the
+ * run: on a machine shared with other jobs the threads are descheduled for
+ * milliseconds at a time, and a figure over the whole run mixes 2 threads
+ * running together with 1 running alone; this one counts only the batches
+ * that began and ended while all were running. 0 when not sampled or a
+ * thread's marks overflowed. */
+static void together(const worker *ws, int threads, rep *out)
+{
+    out->mops_together = out->together_share = 0;
+    uint64_t g = (uint64_t)(20000.0 * ticks_per_ns); /* 20 us */
+    size_t total = 0;
+    for (int i = 0; i < threads; i++) {
+        const worker *w = &ws[i];
+        if (w->marks == NULL || w->nlat < 2 || w->nlat > w->nmarks_cap)
+            return;
+        /* a batch may be slow by itself (proxy_cycle: 64 us): 8 x the median gap */
+        uint64_t d[257];
+        size_t nd = 0;
+        for (size_t k = 1; k < w->nlat && nd < 257; k += 1 + w->nlat / 257)
+            d[nd++] = w->marks[k] - w->marks[k - 1];
+        for (size_t a = 1; a < nd; a++)
+            for (size_t b = a; b > 0 && d[b - 1] > d[b]; b--) {
+                uint64_t t = d[b];
+                d[b] = d[b - 1];
+                d[b - 1] = t;
+            }
+        if (nd > 0 && 8 * d[nd / 2] > g)
+            g = 8 * d[nd / 2];
+        total += w->nlat;
+    }
+    span *all = malloc(total * sizeof *all), *mine = malloc(total * sizeof *mine),
+         *tmp = malloc(total * sizeof *tmp);
+    if (all == NULL || mine == NULL || tmp == NULL) {
+        free(all);
+        free(mine);
+        free(tmp);
+        return;
+    }
+    size_t na = runs_of(ws[0].marks, ws[0].nlat, g, all, total);
+    for (int i = 1; i < threads; i++) {
+        size_t nm = runs_of(ws[i].marks, ws[i].nlat, g, mine, total);
+        na = intersect(all, na, mine, nm, tmp);
+    }
+    uint64_t t_all = 0, first = UINT64_MAX, last = 0;
+    for (size_t k = 0; k < na; k++)
+        t_all += all[k].b - all[k].a;
+    double ops = 0;
+    for (int i = 0; i < threads; i++) {
+        const uint64_t *m = ws[i].marks;
+        size_t j = 0;
+        first = m[0] < first ? m[0] : first;
+        last = m[ws[i].nlat - 1] > last ? m[ws[i].nlat - 1] : last;
+        for (size_t k = 0; k + 1 < ws[i].nlat; k++) {
+            while (j < na && all[j].b < m[k + 1])
+                j++;
+            if (j < na && all[j].a <= m[k] && m[k + 1] <= all[j].b)
+                ops += BATCH;
+        }
+    }
+    if (t_all > 0)
+        out->mops_together = ops / ((double)t_all / ticks_per_ns) * 1e3;
+    if (last > first)
+        out->together_share = (double)t_all / (double)(last - first);
+    free(all);
+    free(mine);
+    free(tmp);
+}
+
 /* One timed run of `threads` threads on `tg`. */
 static int run_once(target *tg, variant v, const case_def *c, int threads, double seconds,
                     uint64_t limit, uint64_t ticks, rep *out)
@@ -189,6 +307,25 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
     run_ctl *ctl = aligned_alloc(alignof(run_ctl), sizeof *ctl);
     worker *ws = aligned_alloc(alignof(worker), sizeof *ws * (size_t)threads);
     bool sampled = v != V_BASELINE;
+    /* progress marks for the closed loops: one per batch, at most ~2.5e6
+     * batches per second and thread; one buffer kept across runs and
+     * touched before the run, so that no page fault lands in one */
+    static uint64_t *marks;
+    static size_t marks_len;
+    size_t cap = sampled && (c->loop == LOOP_ALLOW_DONE || c->loop == LOOP_PROXY) && limit == UINT64_MAX
+                     ? (size_t)(seconds * 2.5e6) + 1024
+                     : 0;
+    if (cap * (size_t)threads > marks_len) {
+        free(marks);
+        marks_len = cap * (size_t)threads;
+        marks = malloc(marks_len * sizeof *marks);
+        if (marks == NULL)
+            marks_len = 0;
+        else
+            memset(marks, 0, marks_len * sizeof *marks);
+    }
+    if (marks == NULL)
+        cap = 0;
     uint32_t *lat = sampled ? malloc(sizeof *lat * LAT_CAP * (size_t)threads) : NULL;
     uint32_t *gaps = c->fail_seeded ? malloc(sizeof *gaps * GAPS * (size_t)threads) : NULL;
     if (ctl == NULL || ws == NULL || (sampled && lat == NULL) || (c->fail_seeded && gaps == NULL)) {
@@ -214,6 +351,8 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         w->limit = limit;
         w->work_ticks = ticks;
         w->lat = lat ? lat + (size_t)i * LAT_CAP : NULL;
+        w->marks = cap ? marks + (size_t)i * cap : NULL;
+        w->nmarks_cap = w->marks ? cap : 0;
         w->fail_every = c->fail_every;
         if (c->fail_seeded && c->fail_every > 0) {
             /* Each thread its own seeded sequence: the threads' failures
@@ -265,7 +404,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
     uint64_t tr1 = atomic_load(&tg->transitions);
 
     memset(out, 0, sizeof *out);
-    double busy_ns = 0, ops = 0, per_ns = 0;
+    double busy_ns = 0, ops = 0, per_ns = 0, cpu_ns = 0;
     uint64_t fewest = UINT64_MAX, most = 0;
     int64_t start = INT64_MAX, end = INT64_MIN;
     for (int i = 0; i < threads; i++) {
@@ -274,6 +413,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         if (el <= 0)
             el = 1;
         busy_ns += el;
+        cpu_ns += (double)w->cpu_ns;
         ops += (double)w->ops;
         per_ns += (double)w->ops / el;
         if (w->t0 < start)
@@ -290,11 +430,14 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         out->allocs += w->allocs;
     }
     out->ns_per_op = ops > 0 ? busy_ns / ops : 0;
+    out->cpu_ns_per_op = ops > 0 ? cpu_ns / ops : 0;
+    out->cpu_share = busy_ns > 0 ? cpu_ns / busy_ns : 0;
     out->mops = per_ns * 1e3;
     out->fairness = most > 0 ? (double)fewest / (double)most : 0;
     out->transitions = tr1 - tr0;
     out->trans_per_s = end > start ? (double)out->transitions * 1e9 / (double)(end - start) : 0;
     percentiles(ws, threads, out);
+    together(ws, threads, out);
     free(gaps);
     free(lat);
     free(ws);
@@ -428,7 +571,7 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
         results = nr;
         cap_results = cap;
     }
-    enum { NS, MOPS, TRANS, FAIR, P50, P99, P999, OVER, N_SERIES };
+    enum { NS, MOPS, TRANS, FAIR, P50, P99, P999, OVER, CPU, SHARE, TOG, TOGS, N_SERIES };
     static double series[MAX_GROUP][N_SERIES][MAX_REPS];
     result *res = &results[n_results];
     uint64_t limit = o->ops ? o->ops : UINT64_MAX;
@@ -466,6 +609,10 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
             *s[P50] = x.p50;
             *s[P99] = x.p99;
             *s[P999] = x.p999;
+            *s[CPU] = x.cpu_ns_per_op;
+            *s[SHARE] = x.cpu_share;
+            *s[TOG] = x.mops_together;
+            *s[TOGS] = x.together_share;
             r->ops += x.ops;
             r->admitted += x.admitted;
             r->odd += x.odd;
@@ -490,6 +637,10 @@ int measure_group(const options *o, const subject *sub, int n, int threads)
         r->p50_ns = median(s[P50], o->reps);
         r->p99_ns = median(s[P99], o->reps);
         r->p999_ns = median(s[P999], o->reps);
+        r->cpu_ns_med = median(s[CPU], o->reps);
+        r->cpu_share = median(s[SHARE], o->reps);
+        r->mops_together = median(s[TOG], o->reps);
+        r->together_share = median(s[TOGS], o->reps);
         r->has_overhead = none >= 0 && k != none;
         r->overhead = r->has_overhead ? median(s[OVER], o->reps) : 0;
         check_case(r);

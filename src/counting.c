@@ -9,8 +9,8 @@
  *   circuit__count          count one settled result of a ticket admitted in
  *                           generation `gen` (success, failure or ignored),
  *                           with its M1 total; false when late (T2)
- *   circuit__count_timeout  count one probe timeout (P1) and ask the probe
- *                           policy
+ *   circuit__count_timeout  one attempt to count a probe timeout (P1) and
+ *                           ask the probe policy (probes.c makes it once)
  *   circuit__counts         the counts a word stands for (policies, stats,
  *                           the final counts of a transition)
  *   circuit__closed_*       the closed exact points (below): isolate and
@@ -140,9 +140,9 @@
  * every count after every op, windows 1, 64 and 65536 at 0.1 %, 1 % and
  * 50 % failures), the stopped-thread tests at each park point
  * (tests/test_l6_fastpath.c, tests/stress/stress_park.c) and TSan stress.
- * tests/model/spin/fold.pml still models 0.2's seal-on-every-failure fold,
- * whose seal and sum steps the intents reuse; a SPIN model of the
- * non-sealing sum, the descriptors and the intents is not written yet.
+ * tests/model/spin/counting.pml model-checks this protocol with SPIN (the
+ * cells, the word, the descriptors, the ledger and the intents, every shared
+ * access one step; the window's ring abstracted to totals).
  */
 
 /* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
@@ -280,26 +280,20 @@ bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcom
     return counted;
 }
 
-bool circuit__count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx)
+circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128 *c, int64_t due,
+                                               void *call_ctx)
 {
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    for (;;) {
-        if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
-            return true; /* the state changed first: the timeout is moot */
-        circuit__u128 n = {c.lo, circuit__hi_add_timeout(c.hi)};
-        circuit_counts cnt;
-        circuit__counts(b, n, &cnt);
-        circuit_state d = ask_probe(b, &cnt);
-        if (d != CIRCUIT_HALF_OPEN) {
-            if (circuit__transition(b, &c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)) {
-                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
-                return true;
-            }
-        } else if (circuit__core_cas(b, &c, n)) {
-            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
-            return false;
-        }
-    }
+    circuit__u128 n = {c->lo, circuit__hi_add_timeout(c->hi)};
+    circuit_counts cnt;
+    circuit__counts(b, n, &cnt);
+    circuit_state d = ask_probe(b, &cnt);
+    if (d != CIRCUIT_HALF_OPEN)
+        return circuit__transition(b, c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)
+                   ? CIRCUIT__TIMEOUT_COUNTED
+                   : CIRCUIT__TIMEOUT_LOST;
+    if (n.hi == c->hi)
+        return CIRCUIT__TIMEOUT_SATURATED; /* nothing to write: timed_out is at its maximum */
+    return circuit__core_cas(b, c, n) ? CIRCUIT__TIMEOUT_COUNTED : CIRCUIT__TIMEOUT_LOST;
 }
 
 /* ---- cells ------------------------------------------------------------- */

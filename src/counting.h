@@ -19,11 +19,22 @@
 bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcome o,
                     void *call_ctx, int64_t now, bool have_now);
 
-/* Counts one probe timeout, due at `due`, into the half-open state of `gen`
- * (P1; the caller freed the slot) and asks the probe policy; a reopen starts
- * its open period at `due`. Returns true when the state word changed
- * generation (the timeout then counted into nothing further). */
-bool circuit__count_timeout(circuit_breaker *b, uint32_t gen, int64_t due, void *call_ctx);
+/* One attempt to count a probe timeout, due at `due`, into the half-open
+ * word *c (P1): asks the probe policy with *c's counts plus the timeout,
+ * then CASes the word from *c to the counted word, or makes the transition
+ * the policy asked for (a reopen starts its open period at `due`).
+ * COUNTED: this call's CAS won (the word holds the timeout, or left *c's
+ * generation by it); SATURATED: timed_out is at CIRCUIT_TIMED_OUT_MAX and
+ * the policy said stay, so there is nothing to write; LOST: the word moved,
+ * *c is its new value. Adds no total: the caller (probes.c) makes sure each
+ * timeout is counted once, and adds M1's total. */
+typedef enum circuit__timeout_result {
+    CIRCUIT__TIMEOUT_COUNTED,
+    CIRCUIT__TIMEOUT_SATURATED,
+    CIRCUIT__TIMEOUT_LOST
+} circuit__timeout_result;
+circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128 *c, int64_t due,
+                                               void *call_ctx);
 
 /* The counts the word c stands for: zero while open or isolated; closed:
  * its exact point's plus the successes the cells hold (read, not sealed). */

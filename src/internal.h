@@ -95,8 +95,12 @@ enum circuit__total {
  * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
  *                                                                              the records: one sees the other
  * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
- *  {tag, due}    slot_free, scans (cas128_sc)       reserve (ld128_acq)        ("read X, check, CAS X"); the winner
- *                                                                              of the not-busy CAS frees the bit
+ *  {tag, due}    slot_free; a timeout's claim:      reserve, the claim's       ("read X, check, CAS X"); the winner
+ *                take, free (cas128_sc)             helpers (ld128_acq)        of the not-busy CAS frees the bit
+ * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
+ *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
+ *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
+ *                (cas128_sc)                                                   at the CAS (probes.c, TIMEOUTS)
  * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
  *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
  *                                                   a count for stats)         owner (acquire CAS)
@@ -121,7 +125,8 @@ enum circuit__total {
  *  {key, sum}    only while core holds the intent)  (ld128_acq)                epoch}; acquire: before the check
  * next_id        fresh_epoch, closed_epoch (faa_rlx) -                         none: uniqueness only
  * transitions    transition maker (faa_rlx)         get_stats (ld_rlx)         none: a total
- * timed_out      count_timeout (faa_rlx)            get_stats (ld_rlx)         none: a total
+ * timed_out      the winner of a timeout's count    get_stats (ld_rlx)         none: a total
+ *                (probes.c, faa_rlx)
  * pending        publish (faa_rlx +1), deliverer    deliver_pending            a hint only: a publisher delivers
  *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
  * delivering     deliverer: cas_acq 0 -> 1,         deliver_pending (ld_rlx:   the role: release store -> the next
@@ -168,6 +173,7 @@ struct circuit_breaker {
     _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
     uint64_t probe_scans;                  /* timeout scans running now */
     uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
+    circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
 
     /* written when transitions are made, folds finish and probes time out */
     _Alignas(64) uint64_t pending;         /* published and not yet delivered */

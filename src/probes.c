@@ -12,11 +12,12 @@
  * {generation, reuse sequence, busy}, changed by cmpxchg16b. A ticket names
  * its slot by (index, generation, reuse), so releasing or settling a stale
  * ticket can never free a newer probe's slot, even in the same generation
- * after a timeout handed the slot to another call (SPEC T6). Whoever wins the
- * CAS that makes a record not-busy (done, release or timeout) frees the bit:
- * a slot is freed exactly once (T5).
+ * after a timeout handed the slot to another call (T6). Whoever wins the
+ * CAS that makes a record not-busy (done or release), or the CAS that takes
+ * it for a timeout (TIMEOUTS, b), owns the slot's end: a slot is freed
+ * exactly once (T5).
  *
- * TIMEOUTS (SPEC P1): the next allow or done that finds the earliest possible
+ * TIMEOUTS (P1): the next allow or done that finds the earliest possible
  * due time (`probe_hint`, a lower bound kept with a version number) in the
  * past scans the busy slots of the current generation, and times out those
  * due, earliest first, each as of its due moment: a reopen caused by a
@@ -24,6 +25,46 @@
  * timeout, so no heap is needed: a scan collects up to 64 due slots in order
  * and repeats if there were more. The scan costs O(probes / 32 + busy) and
  * runs only when a timeout may have fallen due.
+ *
+ * ONE TIMEOUT, COUNTED ONCE (P1, L1). Freeing a due probe's slot and then
+ * counting its timeout as two separate steps loses the timeout: a scanner
+ * stopped in between lets the slot be reused and the state move on, and the
+ * count then finds another generation. So a timeout keeps its slot until it
+ * is counted, and is counted through a CLAIM that every call meeting it
+ * finishes (helping), exactly once. The claim word `probe_claim` holds at
+ * most one timeout at a time: {n, t0, slot, gen, reuse, active}, n the
+ * number of claims made (so the word never takes a value twice), t0 the
+ * state word's timed_out when the claim was made.
+ *   a. claim: read the claim word (idle), the slot (busy, this probe's tag,
+ *      due), the state word (half-open, the slot's generation: t0), then
+ *      CAS the claim word from the idle value read. Only a counted timeout
+ *      changes timed_out within a generation, and none is counted while
+ *      the claim word stays idle, so t0 is still the word's at the CAS.
+ *   b. take the slot (anyone): CAS the record from {tag} to {tag, TAKEN}.
+ *      From here its probe's done or release cannot free it (they expect
+ *      {tag}); if they freed it first, the probe settled before its timeout
+ *      by their clock: nothing is counted. The bit stays set: no other
+ *      probe can be admitted to the slot before the timeout is counted.
+ *   c. count (anyone): while the state word is half-open in `gen` with
+ *      timed_out = t0, one attempt of counting.c's count_timeout from that
+ *      word. Its CAS succeeds for one thread only: afterwards timed_out is
+ *      t0 + 1 or the generation has moved on, and every later attempt
+ *      stops there. A generation that moved on before the count means the
+ *      call that moved it ran, by its clock, before the due time (every
+ *      call at or after it helps first): the timeout is then moot.
+ *   d. retire (anyone): CAS the record from {tag, TAKEN} to not-busy (its
+ *      winner clears the bit), then CAS the claim word to idle.
+ * Every call that scans meets a claim in progress (the claim word is read
+ * before each claim; a taken slot is still busy and due) and finishes it
+ * before it claims another or returns, so a thread stopped anywhere in a-d
+ * stops nobody, and a stopped thread that resumes finds its CASes fail or
+ * its checks say "done". At CIRCUIT_TIMED_OUT_MAX the word cannot show a
+ * count: the policy is asked (P1) and, a pure policy (L4) having said
+ * "stay" when that same word was made, says it again, so nothing is
+ * written, and the winner of d's record CAS adds the total instead.
+ * M1's timed_out total is added by the one CAS that counts. tests/model/
+ * spin/timeout.pml checks a-d (and that the old free-then-count loses
+ * timeouts) exhaustively for two probes and three threads.
  *
  * MEMORY ORDER: every "read X, check the state word, CAS X" reads X with
  * ACQUIRE (bitmap words, slot records), so the check cannot pass before the
@@ -45,6 +86,7 @@
 #include "transition.h"
 
 #define SLOT_BUSY UINT64_C(1)
+#define SLOT_TAKEN (UINT64_C(1) << 63) /* a timeout took the slot from its probe (b) */
 
 static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
 {
@@ -298,14 +340,163 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen)
 }
 
 
+#define DUE_BATCH 64
+
+
+/* ---- the claim of a probe timeout (TIMEOUTS above) ---------------------- */
+
+#define CLAIM_ACTIVE UINT64_C(1)
+_Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a slot index fits the claim word's 16 bits");
+
+typedef struct claim {
+    uint32_t n;     /* claims made so far */
+    uint32_t t0;    /* the state word's timed_out when it was made */
+    uint32_t slot;
+    uint32_t gen;   /* generation tag of the probe (and of its half-open state) */
+    uint32_t reuse; /* the slot's reuse sequence: with gen, the probe's tag */
+} claim;
+
+/* lo: n 32 | t0 14 (bits 17..30) | slot 16 (bits 1..16) | active;  hi: gen 30 << 32 | reuse.
+ * Idle: {n << 32, 0}. */
+static inline circuit__u128 claim_word(const claim *k)
+{
+    return (circuit__u128){((uint64_t)k->n << 32) | ((uint64_t)k->t0 << 17) |
+                               ((uint64_t)k->slot << 1) | CLAIM_ACTIVE,
+                           ((uint64_t)k->gen << 32) | k->reuse};
+}
+static inline bool claim_active(circuit__u128 w) { return (w.lo & CLAIM_ACTIVE) != 0; }
+static inline claim claim_of(circuit__u128 w)
+{
+    return (claim){(uint32_t)(w.lo >> 32), (uint32_t)((w.lo >> 17) & CIRCUIT__HI_TO_MASK),
+                   (uint32_t)((w.lo >> 1) & 0xffffu), (uint32_t)(w.hi >> 32), (uint32_t)w.hi};
+}
+static inline bool u128_eq(circuit__u128 a, circuit__u128 x) { return a.lo == x.lo && a.hi == x.hi; }
+
+/* d. Frees the claim's slot if a timeout still holds it (the winner of that
+ * CAS clears the bit and, for a count the word cannot show, adds the
+ * total), then makes the claim word idle. Anyone; idempotent. */
+static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_count)
+{
+    claim k = claim_of(w);
+    circuit__u128 *s = &b->slots[k.slot];
+    uint64_t taken = slot_tag(k.gen, k.reuse) | SLOT_TAKEN;
+    circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
+    while (sv.lo == taken) {
+        circuit__u128 freed = {taken & ~SLOT_BUSY, sv.hi};
+        /* sc: table slots; the winner frees the bit (its release publishes
+         * this record to the bit's next owner) */
+        if (circuit__cas128_sc(s, &sv, freed)) {
+            bit_clear(b, k.slot, k.gen);
+            if (saturated_count)
+                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+            break;
+        }
+    }
+    CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_FREED);
+    circuit__u128 idle = {(uint64_t)k.n << 32, 0};
+    /* sc: table probe_claim; lost: another thread retired it first */
+    circuit__cas128_sc(&b->probe_claim, &w, idle);
+}
+
+/* b-d for the active claim word w: whoever meets it finishes it (L1). */
+static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
+{
+    claim k = claim_of(w);
+    circuit__u128 *s = &b->slots[k.slot];
+    uint64_t tag = slot_tag(k.gen, k.reuse), taken = tag | SLOT_TAKEN;
+    /* b. take the slot from its probe. {tag} exists only before the
+     * probe's end (reuse grows), so a stale helper can take nothing. */
+    circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
+    while (sv.lo == tag) {
+        circuit__u128 nw = {taken, sv.hi};
+        if (circuit__cas128_sc(s, &sv, nw)) /* sc: table slots */
+            sv = nw;
+    }
+    if (sv.lo != taken) {
+        /* its done or release freed it first (it settled before its
+         * timeout), or this claim is finished and its slot freed */
+        claim_retire(b, w, false);
+        return;
+    }
+    CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_TAKEN);
+    int64_t due = (int64_t)sv.hi;
+    bool saturated = false;
+    /* c. count it once */
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    for (;;) {
+        if (circuit__gen(c.lo) != k.gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
+            break; /* counted by the transition it caused, or moot (TIMEOUTS, c) */
+        if (k.t0 < (uint32_t)CIRCUIT_TIMED_OUT_MAX) {
+            if (circuit__hi_to(c.hi) != k.t0)
+                break; /* counted (timed_out only grows within a generation) */
+        } else {
+            /* saturated: the claim word and the slot show the count (d) */
+            /* acquire: both read after the word c */
+            if (!u128_eq(circuit__ld128_acq(&b->probe_claim), w) ||
+                circuit__ld128_acq(s).lo != taken)
+                break;
+        }
+        circuit__timeout_result r = circuit__count_timeout(b, &c, due, call_ctx);
+        if (r == CIRCUIT__TIMEOUT_COUNTED) {
+            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+            CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_COUNTED);
+            break;
+        }
+        if (r == CIRCUIT__TIMEOUT_SATURATED) {
+            saturated = true;
+            CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_COUNTED);
+            break;
+        }
+        /* lost: c is the word's new value; check again */
+    }
+    claim_retire(b, w, saturated);
+}
+
 typedef struct due_slot {
     int64_t due;
     uint32_t slot;
     uint64_t tag;
 } due_slot;
 
-#define DUE_BATCH 64
-
+/* Times out the probe of scan entry e (generation gen) unless it was
+ * settled, or timed out by another thread, first: finishes the claim in
+ * progress, if any, then claims this one (a) and finishes it. */
+static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, void *call_ctx)
+{
+    uint64_t tag = e->tag & ~SLOT_TAKEN;
+    circuit__u128 w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+    for (;;) {
+        if (claim_active(w)) {
+            claim_finish(b, w, call_ctx); /* help it first: one timeout at a time */
+            w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+            continue;
+        }
+        /* acquire: the slot and the word are read after the claim word, and
+         * checked before its CAS (table probe_claim) */
+        circuit__u128 sv = circuit__ld128_acq(&b->slots[e->slot]);
+        if (sv.lo == (tag | SLOT_TAKEN)) {
+            /* claimed since our read of the claim word, and not counted
+             * yet (d frees the slot before the claim word goes idle):
+             * finish that claim before going on */
+            w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+            continue;
+        }
+        if (sv.lo != tag || (int64_t)sv.hi != e->due)
+            return; /* settled, or timed out and counted by another thread */
+        circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
+        if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
+            return;
+        claim k = {claim_of(w).n + 1, circuit__hi_to(c.hi), e->slot, gen, slot_reuse(tag)};
+        circuit__u128 nw = claim_word(&k);
+        CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM);
+        if (circuit__cas128_sc(&b->probe_claim, &w, nw)) { /* sc: table probe_claim */
+            CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_CLAIMED);
+            claim_finish(b, nw, call_ctx);
+            return;
+        }
+        /* lost: w is the claim word's new value */
+    }
+}
 
 /* Times out, in due order, every probe of c's generation due at `now`.
  * Returns true when the state word changed generation. */
@@ -373,12 +564,8 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
         }
 
         for (int k = 0; k < n; k++) {
-            circuit__u128 cur = {batch[k].tag, (uint64_t)batch[k].due};
-            circuit__u128 freed = {batch[k].tag & ~SLOT_BUSY, (uint64_t)batch[k].due};
-            if (!circuit__cas128_sc(&b->slots[batch[k].slot], &cur, freed)) /* sc: table slots */
-                continue; /* settled or timed out by another thread */
-            bit_clear(b, batch[k].slot, gen);
-            if (circuit__count_timeout(b, gen, batch[k].due, call_ctx))
+            timeout_one(b, gen, &batch[k], call_ctx);
+            if (core_gen(b) != gen)
                 return true;
         }
         if (more)

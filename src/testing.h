@@ -41,6 +41,12 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
     CIRCUIT_TP_CLOSED_START_BEFORE_DESC, /* a transition into closed: the word checked, before
                                           * the CAS of the first point's descriptor */
+    /* a probe timeout (P1, probes.c's TIMEOUTS): the steps of its claim */
+    CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM,  /* a scan found a due probe, before the claim word's CAS */
+    CIRCUIT_TP_TIMEOUT_CLAIMED,       /* the claim word names it, before the CAS taking its slot */
+    CIRCUIT_TP_TIMEOUT_TAKEN,         /* its slot taken from the probe, before the counting CAS */
+    CIRCUIT_TP_TIMEOUT_COUNTED,       /* counted, before the CAS freeing its slot */
+    CIRCUIT_TP_TIMEOUT_FREED,         /* slot freed, before the CAS retiring the claim */
     CIRCUIT_TP_STATS_BEFORE_COUNTS,   /* get_stats, closed: the word and the cells read, before
                                        * the counts are derived from the descriptor and ring */
     CIRCUIT_TP__COUNT

@@ -28,9 +28,7 @@
  *   P1  a probe settled by a done that started at least probe_timeout after
  *       its admission and still counted in its generation had timed out
  *       there: per generation, the timed_out it ends with is at least the
- *       number of such probes (timeouts are never lost). Reported on the
- *       summary line; a failure only with CIRCUIT_STRESS_P1_STRICT=1 (an
- *       open race, see stress.c)
+ *       number of such probes (timeouts are never lost)
  *   M1  every stats snapshot: the generation no lower than the last
  *       transition delivered before the read, no higher than those made by
  *       its end, never lower than the thread's previous read; the state the

@@ -7,7 +7,11 @@
  * Usage: stress_park [threads] [ops-per-thread] [seed] --point=NAME [--rounds=N]
  *   NAME: ALLOW_BEFORE_ADMIT DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
  *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE FAST_BEFORE_COUNT FOLD_SEALED
- *         FOLD_MID_SUM ENTRY_BEFORE_CAS OPERATOR_BEFORE_CAS
+ *         FOLD_MID_SUM INTENT_MADE OPERATOR_BEFORE_CAS CELL_BEFORE_START
+ *         CLOSED_START_BEFORE_DESC
+ *         TIMEOUT_BEFORE_CLAIM TIMEOUT_CLAIMED TIMEOUT_TAKEN TIMEOUT_COUNTED
+ *         TIMEOUT_FREED (the steps of a probe timeout's claim, P1: the others
+ *         finish the parked thread's claim and go on timing probes out)
  *
  * Thread 0 (the victim) runs the standard mix of stress.c; the test hook
  * (circuit_test_set_hook) parks it the k-th time (k random, 1..40) it passes
@@ -67,6 +71,11 @@ static const struct {
     {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
     {"CELL_BEFORE_START", CIRCUIT_TP_CELL_BEFORE_START},
     {"CLOSED_START_BEFORE_DESC", CIRCUIT_TP_CLOSED_START_BEFORE_DESC},
+    {"TIMEOUT_BEFORE_CLAIM", CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM},
+    {"TIMEOUT_CLAIMED", CIRCUIT_TP_TIMEOUT_CLAIMED},
+    {"TIMEOUT_TAKEN", CIRCUIT_TP_TIMEOUT_TAKEN},
+    {"TIMEOUT_COUNTED", CIRCUIT_TP_TIMEOUT_COUNTED},
+    {"TIMEOUT_FREED", CIRCUIT_TP_TIMEOUT_FREED},
 };
 
 static circuit_test_point target;
@@ -230,7 +239,9 @@ int main(int argc, char **argv)
         stress_die("--point=ALLOW_BEFORE_ADMIT|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
                    "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START|"
-                   "CLOSED_START_BEFORE_DESC");
+                   "CLOSED_START_BEFORE_DESC|"
+                   "TIMEOUT_BEFORE_CLAIM|TIMEOUT_CLAIMED|TIMEOUT_TAKEN|TIMEOUT_COUNTED|"
+                   "TIMEOUT_FREED");
     if (a.threads < 2)
         stress_die("needs at least 2 threads");
     target = points[pi].p;
