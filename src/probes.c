@@ -471,6 +471,7 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
             w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
             continue;
         }
+        CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_IDLE_READ);
         /* acquire: the slot and the word are read after the claim word, and
          * checked before its CAS (table probe_claim) */
         circuit__u128 sv = circuit__ld128_acq(&b->slots[e->slot]);
