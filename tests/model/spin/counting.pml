@@ -20,6 +20,10 @@
  *                          check, CAS X" of closed_success): caught only when
  *                          two epochs can end while it is stopped
  *                          (-DCELL_MAX=1 with an isolate: README.md)
+ *   -DPLANT_SEAL_NO_FOREIGN  cells_seal gives up at a cell of another epoch
+ *                          instead of sealing it empty: an intent made after
+ *                          an epoch change can never be completed (a
+ *                          livelock: with -DNP, a non-progress cycle)
  * Other switches:
  *   -DT<t>_OP<n>=<op>      the script: operation n (1, 2) of thread t (0-2)
  *   -DCELL_MAX=<n>         a cell's limit (C: 2^32 - 1), default 2, so that
@@ -273,6 +277,11 @@ inline closed_cc(W, WRITE)
 #else
 #define START_NO_CHECK 0
 #endif
+#ifdef PLANT_SEAL_NO_FOREIGN
+#define SEAL_NO_FOREIGN 1
+#else
+#define SEAL_NO_FOREIGN 0
+#endif
 #ifdef PLANT_SEAL_SKIPS_CELL
 #define SKIP_SEAL(i) ((i) == NCPU - 1)
 #else
@@ -304,7 +313,7 @@ inline cells_seal(WI)
              * the intent (read X, check, CAS X) */
             atomic {
                 if
-                :: LO(word) != LO(WI) -> COVER(5); sl_ok = 0; break
+                :: LO(word) != LO(WI) || SEAL_NO_FOREIGN -> COVER(5); sl_ok = 0; break
                 :: else -> skip
                 fi
             };
