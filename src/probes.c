@@ -55,16 +55,19 @@
  *   d. retire (anyone): CAS the record from {tag, TAKEN} to not-busy (its
  *      winner clears the bit), then CAS the claim word to idle.
  * Every call that scans meets a claim in progress (the claim word is read
- * before each claim; a taken slot is still busy and due) and finishes it
- * before it claims another or returns, so a thread stopped anywhere in a-d
+ * before each claim; a taken slot is still busy and due, and a scan that
+ * finds one taken reads the claim word again) and finishes it before it
+ * claims another or returns, so a thread stopped anywhere in a-d
  * stops nobody, and a stopped thread that resumes finds its CASes fail or
  * its checks say "done". At CIRCUIT_TIMED_OUT_MAX the word cannot show a
  * count: the policy is asked (P1) and, a pure policy (L4) having said
  * "stay" when that same word was made, says it again, so nothing is
  * written, and the winner of d's record CAS adds the total instead.
  * M1's timed_out total is added by the one CAS that counts. tests/model/
- * spin/timeout.pml checks a-d (and that the old free-then-count loses
- * timeouts) exhaustively for two probes and three threads.
+ * spin/timeout.pml checks a-d exhaustively for two probes and three threads
+ * (and catches the old free-then-count, a count without the t0 check and a
+ * scan that takes a taken slot for counted); tests/test_p1_stopped_scanner.c
+ * stops a thread at each step (CIRCUIT_TP_TIMEOUT_*).
  *
  * MEMORY ORDER: every "read X, check the state word, CAS X" reads X with
  * ACQUIRE (bitmap words, slot records), so the check cannot pass before the
@@ -86,6 +89,7 @@
 #include "transition.h"
 
 #define SLOT_BUSY UINT64_C(1)
+/* tag: generation bits 33..62 | reuse bits 1..32 | busy bit 0; bit 63: */
 #define SLOT_TAKEN (UINT64_C(1) << 63) /* a timeout took the slot from its probe (b) */
 
 static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
@@ -471,6 +475,7 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
             w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
             continue;
         }
+        CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_IDLE_READ);
         /* acquire: the slot and the word are read after the claim word, and
          * checked before its CAS (table probe_claim) */
         circuit__u128 sv = circuit__ld128_acq(&b->slots[e->slot]);

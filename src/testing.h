@@ -47,6 +47,7 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_TIMEOUT_TAKEN,         /* its slot taken from the probe, before the counting CAS */
     CIRCUIT_TP_TIMEOUT_COUNTED,       /* counted, before the CAS freeing its slot */
     CIRCUIT_TP_TIMEOUT_FREED,         /* slot freed, before the CAS retiring the claim */
+    CIRCUIT_TP_TIMEOUT_IDLE_READ,     /* a scan read the claim word idle, before reading the slot */
     CIRCUIT_TP_STATS_BEFORE_COUNTS,   /* get_stats, closed: the word and the cells read, before
                                        * the counts are derived from the descriptor and ring */
     CIRCUIT_TP__COUNT

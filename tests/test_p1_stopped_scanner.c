@@ -266,3 +266,104 @@ Test(p1_stopped_scanner, P1_stopped_scanner_two_due_timeouts_each_counted_once_i
         fx_free(&f);
     }
 }
+
+/* ---- two threads stopped at once ------------------------------------------- */
+
+/* One gate per thread: the thread stops the first time it passes its own
+ * point, until the test opens the gate. */
+typedef struct gate {
+    sem_t stopped, go;
+    int point;
+    int left;
+} gate;
+static _Thread_local gate *my_gate;
+
+static void gate_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    gate *g = my_gate;
+    if (g && g->left > 0 && (int)p == g->point) {
+        g->left = 0;
+        sem_post(&g->stopped);
+        while (sem_wait(&g->go) != 0)
+            ;
+    }
+}
+
+static void gate_init(gate *g, circuit_test_point p)
+{
+    sem_init(&g->stopped, 0, 0);
+    sem_init(&g->go, 0, 0);
+    g->point = (int)p;
+    g->left = 1;
+}
+
+static void gate_wait(gate *g)
+{
+    while (sem_wait(&g->stopped) != 0)
+        ;
+}
+
+typedef struct gated_call {
+    fx *f;
+    gate g;
+    circuit_ticket t;
+    bool admitted;
+    int rc;
+} gated_call;
+
+static void *gated_isolate(void *arg)
+{
+    gated_call *c = arg;
+    my_gate = &c->g;
+    c->rc = circuit_isolate(c->f->b, NULL);
+    return NULL;
+}
+
+static void *gated_allow(void *arg)
+{
+    gated_call *c = arg;
+    my_gate = &c->g;
+    c->admitted = circuit_allow(c->f->b, NULL, &c->t, NULL);
+    return NULL;
+}
+
+/* An isolate's scan reads the claim word idle and is stopped; a scanner then
+ * claims A's timeout, takes its slot and is stopped before counting it. The
+ * isolate resumes and finds A's slot taken: the timeout is being counted,
+ * not counted, so it must finish that claim before it isolates (a first
+ * version of the claim took a taken slot for done here, and the isolate's
+ * final counts missed the timeout: tests/model/spin/timeout.pml's
+ * PLANT_TAKEN_IS_DONE). */
+Test(p1_stopped_scanner, P1_a_scan_that_finds_the_slot_taken_finishes_that_claim_first,
+     .timeout = 60)
+{
+    fx f;
+    circuit_ticket a;
+    half_open_with_a(&f, 1, &a);
+    gated_call iso = {&f, .rc = -1}, scan = {&f, .t = CIRCUIT_TICKET_INIT};
+    gate_init(&iso.g, CIRCUIT_TP_TIMEOUT_IDLE_READ);
+    gate_init(&scan.g, CIRCUIT_TP_TIMEOUT_TAKEN);
+    circuit_test_set_hook(gate_hook, NULL);
+    pthread_t ti, ts;
+    cr_assert_eq(pthread_create(&ti, NULL, gated_isolate, &iso), 0);
+    gate_wait(&iso.g); /* the isolate has read the claim word: idle */
+    cr_assert_eq(pthread_create(&ts, NULL, gated_allow, &scan), 0);
+    gate_wait(&scan.g); /* A's timeout claimed, its slot taken, not counted */
+    sem_post(&iso.g.go);
+    cr_assert_eq(pthread_join(ti, NULL), 0);
+    cr_assert_eq(iso.rc, 0);
+    cr_assert_eq(f.log.n, 3, "%lld transitions", (long long)f.log.n);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_ISOLATED, 3);
+    cr_assert_eq(f.log.tr[2].counts.timed_out, 1, "the isolate's final counts carry timed_out "
+                 "%lld", (long long)f.log.tr[2].counts.timed_out);
+    sem_post(&scan.g.go);
+    cr_assert_eq(pthread_join(ts, NULL), 0);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_not(scan.admitted, "the scanner's allow while isolated");
+    cr_assert_eq(timed_out_total(&f), 1, "the timed_out total is %llu",
+                 (unsigned long long)timed_out_total(&f));
+    cr_assert_eq(timeout_asks(&f), 1);
+    cr_assert_not(circuit_done(&a, RS_OK), "A's result is late");
+    fx_free(&f);
+}
