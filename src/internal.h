@@ -166,8 +166,12 @@ struct circuit_breaker {
     uint32_t ncpu;
     size_t footprint;
 
-    /* the state word, alone on its cache line */
+    /* the state word, and the closed descriptors beside it on its line: a
+     * failure's exact point CASes the word and then writes D_k, so both
+     * are one line handed over, not two; and D_k, written by every
+     * failure, stays off the line of `pending`, which every call reads */
     _Alignas(64) circuit__u128 core;
+    circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
 
     /* half-open: probe timeouts and the reopen count */
     _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
@@ -185,7 +189,6 @@ struct circuit_breaker {
     uint64_t transitions;                  /* total made (M1) */
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
-    circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
     uint64_t k_next;                       /* the next closed state's first point k0 */
 
     /* owned by the thread holding the delivery role */
