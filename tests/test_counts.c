@@ -224,12 +224,20 @@ Test(counts, C3_timed_out_saturates_at_TIMED_OUT_MAX)
     cr_assert(circuit_allow(f.b, NULL, &first, NULL)); /* makes open -> half-open */
     circuit_release(&first);
     cr_assert_eq(circuit_test_force_counts(f.b, CIRCUIT_SUCCESS, 0, CIRCUIT_TIMED_OUT_MAX - 1), 0);
+    circuit_stats st0;
+    circuit_get_stats(f.b, &st0);
     for (int i = 0; i < 3; i++) {
         circuit_ticket t, u;
         cr_assert(circuit_allow(f.b, NULL, &t, NULL));
         circuit_test_clock_advance(PROBE_TO);
         cr_assert(circuit_allow(f.b, NULL, &u, NULL)); /* times t out */
         cr_assert_eq(f.p.probe_calls, i + 1);
+        /* P1, M1: the state's count cannot show it, the total still does */
+        circuit_stats st;
+        circuit_get_stats(f.b, &st);
+        cr_assert_eq(st.timed_out, st0.timed_out + (uint64_t)i + 1, "timeout %d: total %llu", i,
+                     (unsigned long long)st.timed_out);
+        cr_assert_eq(st.counts.timed_out, CIRCUIT_TIMED_OUT_MAX);
         cr_assert_eq(f.p.probe_seen[i].timed_out, CIRCUIT_TIMED_OUT_MAX, "timeout %d: %lld", i,
                      (long long)f.p.probe_seen[i].timed_out);
         circuit_release(&u);
