@@ -127,7 +127,9 @@ extern "C" {
 
 /** Upper bound, in bytes, of the memory circuit_new allocates for one
  *  breaker (SPEC L5): a fixed part (the breaker and its transition pool),
- *  8 bytes per window slot (none when window is 1), 16 bytes per probe slot
+ *  8 bytes per window slot (none when window is 1) plus, for a window over
+ *  64, 16 bytes per 64 slots (the closed window's failure bitmap; up to 64
+ *  slots it sits in the fixed part), 16 bytes per probe slot
  *  plus 8 bytes per 32 probes (the slot bitmap), and one 64-byte cache line
  *  per CPU configured (sysconf(_SC_NPROCESSORS_CONF), the per-CPU counters
  *  of the fast path and the stats). Allocator overhead is not included.
@@ -135,7 +137,8 @@ extern "C" {
 #define CIRCUIT_FOOTPRINT_FIXED 960
 #define CIRCUIT_FOOTPRINT_PER_CPU 64
 #define CIRCUIT_FOOTPRINT_MAX(window, probes, cpus)                                  \
-    ((size_t)CIRCUIT_FOOTPRINT_FIXED + ((window) > 1 ? (size_t)(window) * 8u : 0u) + \
+    ((size_t)CIRCUIT_FOOTPRINT_FIXED + ((window) > 1 ? (size_t)(window) * 8u : 0u) +   \
+     ((window) > 64 ? (((size_t)(window) + 63u) / 64u) * 16u : 0u) +                   \
      (size_t)(probes) * 16u + (((size_t)(probes) + 31u) / 32u) * 8u +                 \
      (size_t)(cpus) * CIRCUIT_FOOTPRINT_PER_CPU)
 

@@ -107,8 +107,9 @@ static void check_spec(circuit_breaker **out, const circuit_spec *spec)
 
 /* The breaker and its arrays in ONE block, zeroed, carved in this order:
  * the breaker (a multiple of 64 bytes), the per-CPU lines (64-byte
- * aligned), the probe slots (16-byte aligned), the window ring and the slot
- * bitmap; sizes and footprint set. The only allocation of a breaker's life
+ * aligned), the probe slots (16-byte aligned), the closed window's bitmap
+ * (16-byte words; inside the breaker when it is one word), the window ring
+ * and the slot bitmap; sizes and footprint set. The only allocation of a breaker's life
  * (CFG3); NULL when memory ran out. */
 static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t ncpu)
 {
@@ -116,10 +117,13 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     _Static_assert(sizeof(circuit__pcpu) % 16 == 0, "the probe slots stay aligned");
     uint32_t words = (probes + 31u) / 32u;
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
+    /* the closed bitmap: on the state word's line when it is one word */
+    size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
     size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
     size_t bm_bytes = (size_t)words * sizeof(uint64_t);
     size_t pcpu_bytes = (size_t)ncpu * sizeof(circuit__pcpu);
-    size_t total = sizeof(circuit_breaker) + pcpu_bytes + slot_bytes + ring_bytes + bm_bytes;
+    size_t total = sizeof(circuit_breaker) + pcpu_bytes + slot_bytes + cbits_bytes + ring_bytes +
+                   bm_bytes;
     circuit_breaker *b = NULL;
     if (posix_memalign((void **)&b, 64, total) != 0)
         return NULL;
@@ -129,6 +133,8 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     at += pcpu_bytes;
     b->slots = (circuit__u128 *)(void *)at;
     at += slot_bytes;
+    b->cbits = window > 64 ? (circuit__u128 *)(void *)at : window > 1 ? &b->cbits0 : NULL;
+    at += cbits_bytes;
     b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
     at += ring_bytes;
     b->bitmap = (uint64_t *)(void *)at;

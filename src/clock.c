@@ -86,6 +86,18 @@ uint64_t circuit_test_shared_rmws(void)
     return __atomic_load_n(&test_shared_rmws, __ATOMIC_RELAXED);
 }
 
+static uint64_t test_window_words;
+
+void circuit__test_count_window_words(uint64_t n)
+{
+    __atomic_fetch_add(&test_window_words, n, __ATOMIC_RELAXED);
+}
+
+uint64_t circuit_test_window_words(void)
+{
+    return __atomic_load_n(&test_window_words, __ATOMIC_RELAXED);
+}
+
 static uint64_t test_stats_passes;
 
 void circuit__test_count_stats_pass(void)

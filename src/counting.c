@@ -47,8 +47,14 @@
  *   desc     two 16-byte descriptors D[k & 1]: the counts at exact point k
  *            (seq, full, failures in the window, last outcome, run, S_k),
  *            tagged with k. They hold what does not fit in the word.
- *   ring     the window's failure records, indexed by result position
- *            (window.c's ring, shared with half-open): a success writes none.
+ *   bitmap   the window's failures, one bit per ring index (a result's
+ *            position modulo the window), in 16-byte words {tag, 64 bits}
+ *            (b->cbits; the one word of a window <= 64 sits on the state
+ *            word's line). The tag is the point k whose update U(k) last
+ *            changed the word. U(k) clears the bits of the indices point k
+ *            appended (they evict the results a window before them) and
+ *            sets its failure's bit. A success writes none of it. (Half-open
+ *            keeps window.c's ring of records, one result at a time.)
  *
  * THE COUNTS at any moment: D_k plus the successes counted on cells since
  * it, S - S_k, where S is the sum of the cells tagged with the word's epoch.
@@ -59,32 +65,44 @@
  * interchangeable, only their number and the failures' positions matter).
  *
  * A FAILURE (closed, ticket of this generation), from word w at point k:
- *   1. C = D_k (read it, or derive it: below); make sure the ring holds the
- *      record of failure k if X (helping: only the newest can be missing);
+ *   1. C = D_k (read it, or derive it: below); make sure U(k) is in the
+ *      bitmap (helping: only the newest point's can be missing);
  *   2. S = sum of the cells of w's epoch (O(CPUs) loads, no write);
  *   3. C' = C + (S - S_k) successes + this failure: the successes slide the
- *      window by S - S_k positions; the failures they evict are found by
- *      reading the ring slots of the positions that leave, at most
- *      min(S - S_k + 1, window) of them, and once S - S_k + 1 >= window all
- *      leave without a read;
+ *      window by n = S - S_k + 1 positions; the failures they evict are the
+ *      bits set at the n ring indices the new positions take, counted a
+ *      64-bit word at a time: at most window / 64 + 2 words, however many
+ *      successes came before, and none once n >= window (all leave);
  *   4. ask trip(C') (S2 as amended: only after a failure, exact counts
  *      including it);
- *   5. no trip: ONE CAS of the word to {k + 1, X, S}; then write D_{k+1},
- *      the failure's ring record and clear the records of the failures that
- *      left (after the CAS, in that order; anyone may do the first two).
+ *   5. no trip: ONE CAS of the word to {k + 1, X, S}; then write D_{k+1}
+ *      and then U(k + 1) (after the CAS, in that order; anyone may).
  *      trip: the point must also close the epoch: see INTENTS.
- *   Shared-line RMWs: the word CAS, the descriptor CAS, the record CAS, one
- *   clear per failure that left (each failure is cleared once): a few per
+ *   Shared-line RMWs: the word CAS, the descriptor CAS and U's CAS of each
+ *   bitmap word it touches (one, or two when the new indices cross a word;
+ *   with a window <= 64 all three are on the state word's line): a few per
  *   failure (L8), however many CPUs and successes there are.
  *
  * DERIVING D_k (when its writer has not written it yet): D_k is a function
- * of D_{k-1}, the word at k and the ring as it was before failure k's record
- * was written, so every thread computes the same value. The word moved to k
- * only after D_{k-1} and record k-1 were written (helping), and D_k is
- * written before record k and the clears of point k, so while a reader sees
- * the slot without D_k the ring slots it reads are still those of point
- * k - 1. A reader that derives re-reads the slot and takes D_k from it if it
- * appeared meanwhile (the ring may have moved under its reads).
+ * of D_{k-1}, the word at k and B(k - 1), the bitmap as U(k - 1) left it, so
+ * every thread computes the same value. The word moved to k only after
+ * D_{k-1} and U(k - 1) were complete (helping), and D_k is written before
+ * U(k), so while a reader sees the slot without D_k the bitmap words it
+ * reads are those of B(k - 1); a word tagged k means U(k) has begun, so D_k
+ * is there: the reader takes it. A reader that derives re-reads the slot
+ * and takes D_k from it if it appeared meanwhile.
+ *
+ * THE BITMAP'S UPDATES. U(k) is a function of D_{k-1} and the word at k
+ * (what point k appended: d successes, then its failure if X), so anyone
+ * computes the same. It is applied word by word with a CAS from a word
+ * tagged before k to {k, bits with U(k)}: once per word whoever applies it,
+ * and a stopped thread's CAS from an older value fails, because the tag is
+ * part of the word and only grows (point numbers never restart). A word U(k)
+ * does not touch keeps its older tag: it already holds B(k) for its indices.
+ * Before an intent is made at k, U(k) is complete (the intent word no longer
+ * says what k appended). The transition into closed sets every word to {k0,
+ * 0} before its CAS (transition.c). A reader that writes nothing (stats)
+ * applies U(k) to its own copy of each word still tagged before k.
  *
  * INTENTS (a trip, an isolate, a cell at its limit, S too large for the
  * word): the epoch must end, so that no success counts into it after the
@@ -120,8 +138,10 @@
  * modification order matters (a seal is an RMW on the cell, so it reads
  * every count before it, and a count after it fails). Seals are acq_rel: a
  * success that sees a seal sees the intent word behind it. "Read X, check
- * the word, CAS X" reads X with acquire. Descriptor and ring record CASes
- * are seq_cst / acq_rel (a reader that sees record k sees D_k).
+ * the word, CAS X" reads X with acquire. Descriptor and bitmap CASes are
+ * seq_cst (a reader that sees a word tagged k sees D_k, written before).
+ * Bitmap words are read with acquire, and every reader checks the state
+ * word after them.
  *
  * BOUNDS. Epoch ids are 27 bits (taken from next_id): a thread would be
  * confused only if stopped for 2^27 epochs; epochs end only at intents.
@@ -134,7 +154,11 @@
  * a slot cannot find its X there again (a descriptor value does not name
  * its generation, and small counts repeat from state to state: 0.3's first
  * version emptied the slots instead, and a stopped emptier could erase a
- * new state's D_1 equal bit for bit to the old D_1 it had read).
+ * new state's D_1 equal bit for bit to the old D_1 it had read). Bitmap
+ * tags are k itself (32 bits, compared modulo 2^32): a word U(k) would not
+ * change is not written, unless its tag is 2^20 points old, and every U(k)
+ * touches the words of the indices it appends, so every word's tag stays
+ * within 2^20 + window points of the newest point, far within 2^31.
  *
  * Checked by: the differential against the reference model (tests/model,
  * every count after every op, windows 1, 64 and 65536 at 0.1 %, 1 % and
@@ -142,7 +166,7 @@
  * (tests/test_l6_fastpath.c, tests/stress/stress_park.c) and TSan stress.
  * tests/model/spin/counting.pml model-checks this protocol with SPIN (the
  * cells, the word, the descriptors, the ledger and the intents, every shared
- * access one step; the window's ring abstracted to totals).
+ * access one step; the window abstracted to totals).
  */
 
 /* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
@@ -338,64 +362,147 @@ static inline void desc_unpack(circuit__u128 d, circuit__cc *c)
     c->S = d.hi >> 32;
 }
 
+/* ---- the closed window: a bitmap of its failures ---------------------------- */
+
+/* The bits of ring indices [a, z) that fall in bitmap word j. */
+static inline uint64_t span_mask(uint32_t j, uint64_t a, uint64_t z)
+{
+    uint64_t lo = (uint64_t)j * 64u, hi = lo + 64u;
+    if (a < lo)
+        a = lo;
+    if (z > hi)
+        z = hi;
+    if (a >= z)
+        return 0;
+    uint64_t n = z - a;
+    return (n == 64 ? ~UINT64_C(0) : (UINT64_C(1) << n) - 1u) << (a - lo);
+}
+
+/* The indices s .. s + m - 1 modulo the window as (at most) two spans
+ * [from, to) that do not wrap; returns how many. */
+static inline int spans(const circuit_breaker *b, uint32_t s, uint32_t m, uint64_t sp[2][2])
+{
+    uint64_t W = b->window, e = (uint64_t)s + m;
+    int n = 0;
+    if (m == 0)
+        return 0;
+    sp[n][0] = s;
+    sp[n++][1] = e < W ? e : W;
+    if (e > W) {
+        sp[n][0] = 0;
+        sp[n++][1] = e - W;
+    }
+    return n;
+}
+
+/* What update u does to word j: the bits it clears, the one it sets. */
+static inline void upd_masks(const circuit_breaker *b, const circuit__upd *u, uint32_t j,
+                             uint64_t *clr, uint64_t *set)
+{
+    uint64_t sp[2][2];
+    int n = spans(b, u->s, u->m, sp);
+    *clr = 0;
+    for (int g = 0; g < n; g++)
+        *clr |= span_mask(j, sp[g][0], sp[g][1]);
+    int64_t base = (int64_t)j * 64;
+    *set = u->set >= base && u->set < base + 64 ? UINT64_C(1) << (u->set - base) : 0;
+}
+
+/* The failures at ring indices s .. s + m - 1 (m < window) of the bitmap as
+ * point k left it: B(k). A word tagged before k has not taken U(k) yet:
+ * when `virt` (U(k)) is given it is applied to the copy read (a reader that
+ * writes nothing); otherwise the caller has made sure U(k) is complete, so
+ * such a word is one U(k) does not touch. False when a word is tagged after
+ * k: a later point's update is in it, so the caller's word is stale. The
+ * caller checks the state word after these reads. */
+static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd *virt, uint32_t s,
+                       uint32_t m, uint32_t *out)
+{
+    uint64_t sp[2][2];
+    int n = spans(b, s, m, sp);
+    uint32_t count = 0;
+    for (int g = 0; g < n; g++) {
+        for (uint32_t j = (uint32_t)(sp[g][0] / 64u); j <= (uint32_t)((sp[g][1] - 1u) / 64u); j++) {
+            /* acquire: the caller validates the word after these reads */
+            circuit__u128 x = circuit__ld128_acq(&b->cbits[j]);
+            if (circuit__tag_before(k, (uint32_t)x.lo))
+                return false; /* a point after k updated it */
+            uint64_t bits = x.hi;
+            if (virt && circuit__tag_before(x.lo, k)) {
+                uint64_t clr, set;
+                upd_masks(b, virt, j, &clr, &set);
+                bits = (bits & ~clr) | set;
+            }
+            count += (uint32_t)__builtin_popcountll(bits & span_mask(j, sp[g][0], sp[g][1]));
+            CIRCUIT__WINDOW_WORDS(1);
+        }
+    }
+    *out = count;
+    return true;
+}
+
+/* Applies U(k) to every word it touches that has not taken it yet (tag
+ * before k): anyone may, any number of times; the tag makes it once. A
+ * stopped thread's CAS from a word it read before U(k) (or a later update)
+ * was applied fails: the tag is part of the word and only grows. */
+static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
+{
+    uint64_t sp[2][2];
+    int n = spans(b, u->s, u->m, sp);
+    for (int g = 0; g < n; g++) {
+        for (uint32_t j = (uint32_t)(sp[g][0] / 64u); j <= (uint32_t)((sp[g][1] - 1u) / 64u); j++) {
+            uint64_t clr, set;
+            upd_masks(b, u, j, &clr, &set);
+            /* acquire: the value a failed CAS hands back is used again */
+            circuit__u128 x = circuit__ld128_acq(&b->cbits[j]);
+            while (circuit__tag_before(x.lo, k)) {
+                /* A word whose bits U(k) leaves as they are already holds
+                 * B(k): no write (the tag may stay older; readers take a
+                 * word tagged before k as one U(k) leaves alone), unless
+                 * its tag is 2^20 points old: retagged then, so that tags
+                 * stay within 2^31 of every k that compares them. */
+                if (((x.hi & ~clr) | set) == x.hi && (uint32_t)(k - (uint32_t)x.lo) < (1u << 20))
+                    break;
+                CIRCUIT__SHARED_RMW();
+                /* table: cbits (a reader that sees tag k sees D_k, written before) */
+                if (circuit__cas128_sc(&b->cbits[j], &x, (circuit__u128){k, (x.hi & ~clr) | set}))
+                    break;
+            }
+        }
+    }
+}
+
 /* ---- the window: results appended in bulk ------------------------------ */
 
-/* Appends d successes, then a failure if `failure`, to c (generation gen).
- * Counts the failures that leave by reading the ring slots of the evicted
- * positions (at most min(d + 1, window) of them; none once everything
- * leaves). `left`, when given, receives the evicted range, so that the
- * caller can clear those records once its CAS has made the point. */
-void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc *c, uint64_t d,
-                       bool failure, circuit__cc *out, circuit__left *left)
+/* Appends d successes, then a failure if `failure`, to c, the counts at
+ * point k. The failures that leave are counted in the bitmap as point k
+ * left it (bits_count; `virt` as there): O(window / 64) words at most,
+ * however many successes came before, and none once everything leaves (d + 1
+ * >= window). False when the bitmap has moved past k (the caller's word is
+ * stale). */
+bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd *virt,
+                       const circuit__cc *c, uint64_t d, bool failure, circuit__cc *out)
 {
     uint64_t W = b->window;
     uint64_t n = d + (failure ? 1u : 0u);
     *out = *c;
-    if (left)
-        *left = (circuit__left){0, 0, false, 0};
     if (n == 0)
-        return;
+        return true;
     uint64_t s = c->seq; /* index of the first new result (mod seq_mod) */
     uint32_t fail = c->fail;
     if (n >= W) {
-        /* every result of the old window leaves */
-        if (left && fail > 0 && W > 1) {
-            left->all = true;
-            left->from = s;
-        }
-        fail = failure ? 1u : 0u;
+        fail = failure ? 1u : 0u; /* every result of the old window leaves */
     } else {
-        /* W > 1 here. The new result j (0 <= j < n) evicts index s + j - W,
-         * which exists once the window is full (always when full; for
-         * j >= W - s otherwise). */
-        uint64_t first = 0;
-        if (!c->full)
-            first = W - s < n ? W - s : n;
-        if (left) {
-            left->first = first;
-            left->count = n - first;
+        /* W > 1 here. The new results at positions s .. s + n - 1 evict
+         * the n positions a window before them, whose ring indices are the
+         * same (seq_mod is a multiple of W); an index no result of this
+         * state has reached yet holds a 0 (the state started empty). */
+        if (fail > 0) {
+            uint32_t gone;
+            if (!bits_count(b, k, virt, circuit__mod_window(b, (uint32_t)s), (uint32_t)n, &gone))
+                return false;
+            fail = gone < fail ? fail - gone : 0;
         }
-        if (first < n && fail > 0) {
-            /* The evicted indices e and their ring slots e % W step by one
-             * (seq_mod is a multiple of W, so both wrap together): one
-             * division for the first, none per slot (a failure at 0.1 %
-             * in a window of 1024 reads about a thousand slots). */
-            uint64_t e = circuit__seq_sub(b, (s + first) % b->seq_mod, W);
-            uint32_t i = circuit__mod_window(b, (uint32_t)e);
-            uint64_t rec0 = circuit__rec_make(gen, 0); /* rec_make(gen, e) = rec0 + 2e */
-            for (uint64_t j = first; j < n && fail > 0; j++) {
-                /* acquire: the caller validates the word after these reads */
-                uint64_t r = circuit__ld_acq(&b->ring[i]);
-                if (r == rec0 + (e << 1))
-                    fail--;
-                if (++e == b->seq_mod)
-                    e = 0;
-                if (++i == W)
-                    i = 0;
-            }
-        }
-        if (left)
-            left->first = (s + first) % b->seq_mod; /* as the evicting index */
         if (failure)
             fail++;
     }
@@ -416,6 +523,7 @@ void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc
     out->last_fail = last_fail;
     out->full = c->full || s + n >= W;
     out->seq = (uint32_t)((s + n % b->seq_mod) % b->seq_mod);
+    return true;
 }
 
 void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out)
@@ -456,7 +564,11 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
         d = circuit__csd(w.hi) - prev.S;
     else
         return false; /* not the word D_{k-1} belongs to */
-    circuit__cc_apply(b, circuit__gen(w.lo), &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out, NULL);
+    /* B(k - 1): U(k - 1) was complete before the word left k - 1, and U(k)
+     * comes after D_k: a word tagged k means D_k is there (the caller
+     * looks) */
+    if (!circuit__cc_apply(b, k - 1, NULL, &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out))
+        return false;
     out->S = (w.lo & CIRCUIT__LO_F) ? 0 : circuit__csd(w.hi);
     return true;
 }
@@ -465,14 +577,21 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
 {
     uint32_t k = circuit__ck(w.hi);
     circuit__u128 *slot = &b->desc[k & 1u];
-    /* acquire: what was written before it (the ring is read after it) */
+    /* acquire: what was written before it (the bitmap is read after it) */
     circuit__u128 x = circuit__ld128_acq(slot);
     if (desc_is(x, k)) {
         desc_unpack(x, out);
         return true;
     }
-    if (!desc_derive(b, w, out))
-        return false;
+    if (!desc_derive(b, w, out)) {
+        /* D_{k-1} gone (the word is stale), or U(k) begun: then D_k is
+         * there (acquire: table cbits) */
+        x = circuit__ld128_acq(slot);
+        if (!desc_is(x, k))
+            return false;
+        desc_unpack(x, out);
+        return true;
+    }
     if (write) {
         circuit__u128 want = desc_pack(out, k);
         for (;;) {
@@ -490,102 +609,87 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
             }
         }
     }
-    /* a reader that writes nothing: if D_k appeared meanwhile, the ring may
-     * have moved under the derivation: take D_k */
+    /* a reader that writes nothing: if D_k appeared meanwhile, the bitmap
+     * may have moved under the derivation: take D_k */
     x = circuit__ld128_acq(slot);
     if (desc_is(x, k))
         desc_unpack(x, out);
     return true;
 }
 
-/* ---- the ring after a point ---------------------------------------------- */
+/* ---- the bitmap and the descriptor after a point ------------------------ */
 
-/* Writes the record of the failure counted at point k (position seq - 1)
- * while the word is still at k: read X, check, CAS X. */
-static void ring_record(circuit_breaker *b, uint32_t gen, uint32_t k, uint32_t pos)
+/* U(k) of the word w at point k (no intent), whose counts are ck: from
+ * D_{k-1} and what the word says point k appended (d successes, then its
+ * failure if X). The state's first point has none (the transition that
+ * entered it emptied the bitmap). False when D_{k-1} is gone (w is stale). */
+static bool upd_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc *ck, circuit__upd *u)
 {
-    if (b->window == 1)
-        return;
-    uint64_t *slot = &b->ring[circuit__mod_window(b, pos)];
-    uint64_t want = circuit__rec_make(gen, pos);
-    uint64_t cur = circuit__ld_acq(slot); /* acquire: before the check below */
-    while (cur != want) {
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
-        if (!word_at(now.lo, now.hi, gen, k))
-            return; /* moved on: whoever moved it wrote this record first */
-        /* acq_rel: a reader that sees the record sees D_k (written before) */
-        CIRCUIT__SHARED_RMW();
-        if (circuit__cas_acq_rel(slot, &cur, want))
-            return;
-    }
+    *u = (circuit__upd){0, 0, -1};
+    if (!b->cbits || (!ck->full && ck->seq == 0))
+        return true; /* window 1 (the word's last outcome), or nothing appended */
+    uint32_t k = circuit__ck(w.hi);
+    /* acquire: checked against the word by the caller, like D_k */
+    circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
+    if (!desc_is(p, k - 1))
+        return false;
+    circuit__cc prev;
+    desc_unpack(p, &prev);
+    uint64_t d;
+    if (w.lo & CIRCUIT__LO_F)
+        d = circuit__csd(w.hi);
+    else if (circuit__csd(w.hi) >= prev.S)
+        d = circuit__csd(w.hi) - prev.S;
+    else
+        return false;
+    bool x = (w.lo & CIRCUIT__LO_X) != 0;
+    uint64_t n = d + (x ? 1u : 0u);
+    uint32_t m = n >= b->window ? b->window : (uint32_t)n;
+    u->s = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, m));
+    u->m = m;
+    if (x)
+        u->set = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, 1));
+    return true;
 }
 
-/* Makes sure D_k and the newest failure's record are in place before the
- * word leaves point k (the helping invariant). False when w is stale. */
+/* Makes sure D_k and U(k) are in place before the word leaves point k (the
+ * helping invariant; an intent word's were before the intent was made).
+ * False when w is stale. */
 bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c)
 {
     if (!circuit__closed_cc(b, w, c, true))
         return false;
-    if ((w.lo & CIRCUIT__LO_X) && b->window > 1)
-        ring_record(b, circuit__gen(w.lo), circuit__ck(w.hi),
-                    (uint32_t)circuit__seq_sub(b, c->seq, 1));
+    if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE)
+        return true;
+    circuit__upd u;
+    if (!upd_of(b, w, c, &u))
+        return false;
+    if (u.m == 0)
+        return true;
+    CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
+    upd_apply(b, circuit__ck(w.hi), &u);
     return true;
 }
 
-static void clear_left(circuit_breaker *b, uint32_t gen, const circuit__left *left, uint32_t old_fail,
-                       uint32_t gone)
+/* After the CAS that made point k (word w, counts c, which its maker
+ * computed): D_k (read X, check the word, CAS X, as a deriver would), then
+ * U(k). Anyone else who needs them does the same (closed_help). */
+static void after_point(circuit_breaker *b, circuit__u128 w, const circuit__cc *c)
 {
-    if (b->window == 1 || old_fail == 0 || gone == 0)
-        return;
-    if (left->all) {
-        /* every failure of the old window (the W indices before `from`)
-         * left at once: clear their records, each one once */
-        uint32_t found = 0;
-        for (uint64_t j = 1; j <= b->window && found < old_fail; j++) {
-            uint32_t e = (uint32_t)circuit__seq_sub(b, left->from, j);
-            /* relaxed: a hint; the CAS in ring_clear decides */
-            uint64_t r = circuit__ld_rlx(&b->ring[circuit__mod_window(b, e)]);
-            if (r == circuit__rec_make(gen, e)) {
-                found++;
-                circuit__ring_clear(b, gen, e);
-            }
-        }
-        return;
+    uint32_t k = circuit__ck(w.hi);
+    circuit__u128 *slot = &b->desc[k & 1u];
+    circuit__u128 want = desc_pack(c, k);
+    circuit__u128 x = circuit__ld128_acq(slot); /* acquire: before the check below */
+    while (!desc_is(x, k)) {
+        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+        if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
+            return; /* moved on: whoever moved it wrote D_k and U(k) first */
+        CIRCUIT__SHARED_RMW();
+        if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
+            break;
     }
-    /* the evicted indices, stepped as in cc_apply; stops once the `gone`
-     * failures that left are cleared (a record never cleared would do no
-     * harm: it names its index, which no later eviction looks for) */
-    if (left->count == 0)
-        return;
-    uint64_t e = circuit__seq_sub(b, left->first % b->seq_mod, b->window);
-    uint32_t i = circuit__mod_window(b, (uint32_t)e);
-    uint64_t rec0 = circuit__rec_make(gen, 0);
-    uint32_t found = 0;
-    for (uint64_t j = 0; j < left->count && found < gone; j++) {
-        /* relaxed: a hint; only a record found there costs a CAS */
-        if (circuit__ld_rlx(&b->ring[i]) == rec0 + (e << 1)) {
-            found++;
-            circuit__ring_clear(b, gen, (uint32_t)e); /* a CAS from exactly that record */
-        }
-        if (++e == b->seq_mod)
-            e = 0;
-        if (++i == b->window)
-            i = 0;
-    }
-}
-
-/* After the CAS that made point k (counts c): D_k, the record, the clears. */
-static void after_point(circuit_breaker *b, circuit__u128 w, const circuit__cc *c,
-                        const circuit__left *left, uint32_t old_fail)
-{
     circuit__cc tmp;
-    CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-    if (!circuit__closed_help(b, w, &tmp))
-        return;
-    /* the failures that left: the old ones, plus this point's, minus what
-     * the window holds now */
-    uint32_t with_new = old_fail + ((w.lo & CIRCUIT__LO_X) ? 1u : 0u);
-    clear_left(b, circuit__gen(w.lo), left, old_fail, with_new > c->fail ? with_new - c->fail : 0);
+    (void)circuit__closed_help(b, w, &tmp);
 }
 
 /* ---- cells: sum and seal ----------------------------------------------- */
@@ -694,9 +798,10 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
         return; /* cannot be for the word it was read from: moved on */
     uint64_t d = S - c.S;
     circuit__cc n;
-    circuit__left left;
     bool failure = kind == CIRCUIT__INTENT_FAILURE;
-    circuit__cc_apply(b, circuit__gen(wi.lo), &c, d, failure, &n, &left);
+    /* B(k): U(k) was complete before the intent was made */
+    if (!circuit__cc_apply(b, circuit__ck(wi.hi), NULL, &c, d, failure, &n))
+        return; /* the bitmap moved past k: so did the word */
     circuit_counts cnt;
     circuit__cc_counts(b, &n, &cnt);
     circuit_state to = CIRCUIT_CLOSED;
@@ -726,7 +831,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
     if (circuit__core_cas(b, &w, nw)) {
         n.S = 0;
-        after_point(b, nw, &n, &left, c.fail);
+        after_point(b, nw, &n);
     }
 }
 
@@ -828,17 +933,17 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
         bool need_intent = sealed || at_limit || S > CIRCUIT__SD_MAX;
         bool asked = false;
         circuit__cc n;
-        circuit__left left;
         if (!need_intent) {
             if (S < c.S) { /* not the word c belongs to */
                 w = circuit__ld128_acq(&b->core); /* acquire: table core */
                 continue;
             }
-            circuit__cc_apply(b, gen, &c, S - c.S, true, &n, &left);
-            /* acquire: after the ring and cell reads: c, S and the ring
-             * belong to w */
+            /* B(k): closed_help made U(k) complete */
+            bool fresh = circuit__cc_apply(b, circuit__ck(w.hi), NULL, &c, S - c.S, true, &n);
+            /* acquire: after the bitmap and cell reads: c, S and the
+             * bitmap belong to w */
             circuit__u128 again = circuit__ld128_acq(&b->core);
-            if (again.lo != w.lo || again.hi != w.hi) {
+            if (!fresh || again.lo != w.lo || again.hi != w.hi) {
                 w = again;
                 continue;
             }
@@ -851,7 +956,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
                 CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
                 if (circuit__core_cas(b, &w, nw)) {
                     n.S = S;
-                    after_point(b, nw, &n, &left, c.fail);
+                    after_point(b, nw, &n);
                     return CIRCUIT__COUNTED;
                 }
                 continue;
@@ -911,13 +1016,13 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
 }
 
 /* A reader's counts at the word w, plus `cells` successes counted since its
- * exact point. Deriving them reads ring records (evictions), which the
+ * exact point. Deriving them reads the bitmap (evictions), which the
  * exact points AFTER w's rewrite: a reader whose word was overtaken while
  * it read could miss an eviction and report more failures than the window
  * holds (found by unit_m1_stats_bounded in a release build: failures 17 in
  * a window of 16). So the reads are validated: they are a value the window
  * held when the word is still at w's point (same generation and point k)
- * after them (acquire, in this order; a point's ring writes come after its
+ * after them (acquire, in this order; a point's bitmap writes come after its
  * word CAS). Otherwise the newer word is taken, without the cells (they
  * were read for the older point), at most CIRCUIT__READ_TRIES times, so a
  * reader is never starved (M1 bounded); past that the last derivation is
@@ -954,10 +1059,20 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
             continue;
         }
         uint64_t d = cells && *cells > c.S ? *cells - c.S : 0;
-        circuit__cc_apply(b, circuit__gen(w.lo), &c, d, false, &n, NULL);
-        /* acquire: after the ring and descriptor reads above (table core) */
+        /* B(k): U(k) may not be complete yet (its maker is between the
+         * word's CAS and the update), and a reader writes nothing: it
+         * applies U(k) to its own copy of each word not tagged k yet. An
+         * intent word's U(k) was complete before the intent. */
+        circuit__upd u, *virt = NULL;
+        bool fresh = true;
+        if (circuit__cintent(w.lo) == CIRCUIT__INTENT_NONE) {
+            fresh = upd_of(b, w, &c, &u);
+            virt = &u;
+        }
+        fresh = fresh && circuit__cc_apply(b, circuit__ck(w.hi), virt, &c, d, false, &n);
+        /* acquire: after the bitmap and descriptor reads above (table core) */
         circuit__u128 now = circuit__ld128_acq(&b->core);
-        if (word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
+        if (fresh && word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
             break;
         if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
             circuit__counts(b, now, out); /* not closed: no recursion */

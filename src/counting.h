@@ -49,14 +49,17 @@ typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
     uint32_t run;              /* its run (saturated) */
     uint64_t S;                /* cells' sum of the epoch at this point (0 after a fold) */
 } circuit__cc;
-typedef struct circuit__left { /* failures an exact point evicted (to clear) */
-    uint64_t first, count;     /* evicted indices: first .. first + count - 1 (mod seq_mod) */
-    bool all;                  /* the whole old window left: it ended at index `from` */
-    uint64_t from;
-} circuit__left;
+/* The closed bitmap's update of one exact point, U(k): clear the bits of
+ * the m ring indices from s on (modulo the window: the indices of the m
+ * positions the point appended, which evict the m before them), then set
+ * the bit of index `set` (its failure; -1: none). */
+typedef struct circuit__upd {
+    uint32_t s, m;
+    int64_t set;
+} circuit__upd;
 typedef enum circuit__closed_result { CIRCUIT__COUNTED, CIRCUIT__LATE } circuit__closed_result;
-void circuit__cc_apply(const circuit_breaker *b, uint32_t gen, const circuit__cc *c, uint64_t d,
-                       bool failure, circuit__cc *out, circuit__left *left);
+bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd *virt,
+                       const circuit__cc *c, uint64_t d, bool failure, circuit__cc *out);
 void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out);
 bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write);
 bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c);

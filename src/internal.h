@@ -111,6 +111,12 @@ enum circuit__total {
  * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
+ * cbits[]        the point's maker and any helper    failures and helpers       tag = the point k whose update it
+ *  {tag, bits}   (cas128_sc: only while the word's   (bits_count, ld128_acq),   last took (U(k), counting.c); a
+ *  (closed       tag is before k, U(k) after D_k);   stats (the same, U(k)      word tagged before k is U(k)'s to
+ *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
+ *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
+ *                                                                              restarts), so no CAS finds an old X
  * k_next         transition out of closed, before   transition into closed     read X, check core is the closed state
  *                its CAS (cas_acq, read-check-CAS)  (ld_acq, after its         being left, CAS X; the CASes of core
  *                                                   acquire of core)           between carry it (acq_rel RMWs)
@@ -158,7 +164,9 @@ struct circuit_breaker {
     uint32_t probes;
     uint64_t seq_mod;              /* window * floor(2^31 / window) */
     uint64_t window_magic;         /* for circuit__mod_window */
-    uint64_t *ring;                /* window slots (NULL when window == 1) */
+    uint64_t *ring;                /* window slots (NULL when window == 1): half-open's window */
+    circuit__u128 *cbits;          /* closed window's failure bitmap, ceil(window / 64) tagged
+                                    * words (&cbits0 when window <= 64; NULL when window == 1) */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
     circuit__pcpu *pcpu;           /* ncpu lines */
@@ -172,6 +180,7 @@ struct circuit_breaker {
      * failure, stays off the line of `pending`, which every call reads */
     _Alignas(64) circuit__u128 core;
     circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
+    circuit__u128 cbits0;                  /* the closed bitmap's one word when window <= 64 */
 
     /* half-open: probe timeouts and the reopen count */
     _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
@@ -300,11 +309,14 @@ void circuit__test_hook(circuit_test_point p);
 void circuit__test_count_core_cas(void);
 void circuit__test_count_stats_pass(void);
 void circuit__test_count_shared_rmw(void);
+void circuit__test_count_window_words(uint64_t n);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #define CIRCUIT__SHARED_RMW() circuit__test_count_shared_rmw()
+#define CIRCUIT__WINDOW_WORDS(n) circuit__test_count_window_words(n)
 #else
 #define CIRCUIT__HOOK(p) ((void)0)
 #define CIRCUIT__SHARED_RMW() ((void)0)
+#define CIRCUIT__WINDOW_WORDS(n) ((void)0)
 #endif
 
 #endif

@@ -30,7 +30,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_DELIVERY_WON,          /* a thread has just won the delivery role */
     CIRCUIT_TP_AFTER_PUBLISH,         /* a transition is queued, delivery not yet attempted */
     CIRCUIT_TP_SLOT_HELD,             /* allow: probe slot acquired, before returning */
-    CIRCUIT_TP_RING_BEFORE_WRITE,     /* done: counted, before writing its window slot */
+    CIRCUIT_TP_RING_BEFORE_WRITE,     /* done: counted, before writing its window slot
+                                       * (half-open) or the point's bitmap update (closed) */
     CIRCUIT_TP_FAST_BEFORE_COUNT,     /* done: closed word read, before the per-CPU cell CAS (L6) */
     CIRCUIT_TP_FOLD_SEALED,           /* intent completion: every cell sealed, before the sum */
     CIRCUIT_TP_FOLD_MID_SUM,          /* a sum of the cells (a failure's or stats'), mid-way */
@@ -49,7 +50,9 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_TIMEOUT_FREED,         /* slot freed, before the CAS retiring the claim */
     CIRCUIT_TP_TIMEOUT_IDLE_READ,     /* a scan read the claim word idle, before reading the slot */
     CIRCUIT_TP_STATS_BEFORE_COUNTS,   /* get_stats, closed: the word and the cells read, before
-                                       * the counts are derived from the descriptor and ring */
+                                       * the counts are derived from the descriptor and bitmap */
+    CIRCUIT_TP_CLOSED_START_BEFORE_BITS, /* a transition into closed: the word checked, before
+                                          * the CAS emptying a word of the closed bitmap */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
@@ -82,6 +85,12 @@ uint64_t circuit_test_core_cas_attempts(void);
  * transition pending and the role free). A success's count on its own CPU's cell and the per-CPU totals
  * are not among them (SPEC L8: zero for successes, a few per failure). */
 uint64_t circuit_test_shared_rmws(void);
+
+/* Words of the closed window's failure bitmap read to count the failures an
+ * exact point evicts, since the process started (all breakers, all
+ * threads): SPEC L6 as amended in 0.3 bounds them by O(window / 64) per
+ * failure, however many successes came before it. */
+uint64_t circuit_test_window_words(void);
 
 /* Passes circuit_get_stats made over the per-CPU lines since the process
  * started (all breakers, all threads): one per call unless a read has to

@@ -86,6 +86,31 @@ static bool desc_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
     return true;
 }
 
+/* Before the CAS that enters a closed state at point k0 from the word lo:
+ * every word of the closed bitmap set to {k0, 0} (an empty window), only
+ * while the word still holds lo (read X, check, CAS X). A word tagged k0 or
+ * later is done: k0 exceeds every older state's point, and a point of this
+ * state comes after its entry. Returns false when the word moved. O(window
+ * / 64) CASes, once per closed state. */
+static bool bits_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
+{
+    if (!b->cbits)
+        return true; /* window 1: the word's last outcome is the window */
+    uint32_t n = circuit__cbits_words(b->window);
+    for (uint32_t j = 0; j < n; j++) {
+        circuit__u128 x = circuit__ld128_acq(&b->cbits[j]); /* acquire: before the check */
+        while (circuit__tag_before(x.lo, k0)) {
+            if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
+                return false;
+            CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_BITS);
+            CIRCUIT__SHARED_RMW();
+            if (circuit__cas128_sc(&b->cbits[j], &x, (circuit__u128){k0, 0})) /* table: cbits */
+                break;
+        }
+    }
+    return true;
+}
+
 bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
                          circuit_cause cause, const circuit_counts *counts, int64_t at,
                          void *call_ctx)
@@ -133,7 +158,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         /* acquire: after the acquire of the word being left, which came
          * after the CAS that ended the last closed state (table k_next) */
         uint32_t k0 = (uint32_t)circuit__ld_acq(&b->k_next);
-        if (!desc_start(b, c->lo, k0)) {
+        if (!desc_start(b, c->lo, k0) || !bits_start(b, c->lo, k0)) {
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }

@@ -40,11 +40,10 @@
  * record CAS, and the evicter's read of the word is an acquire, so the
  * record CAS itself can be relaxed.
  *
- * Closed (counting.c) follows the same rules with exact points in place of
- * single results: the record of the newest point's failure may be missing
- * and is written by whoever moves past it, and records that left are
- * cleared by the point that evicted them. Here: half-open, one result at a
- * time through the word.
+ * Closed (counting.c) keeps its window as a bitmap of failures instead,
+ * updated once per exact point (many results at a time), so that a failure
+ * after many successes reads O(window / 64) words, not one record per
+ * result. Here: half-open, one result at a time through the word.
  *
  * Written for this project: neither ConcurrencyKit nor liburcu offers a
  * counting window.

@@ -648,3 +648,61 @@ Test(l6, L6_L8_successes_write_no_shared_line_while_a_slow_observe_delivers)
     cr_assert_eq(f.log.n, 2, "both transitions delivered by the slow deliverer (O3)");
     fx_free(&f);
 }
+
+/* L6 as amended in 0.3: a failure brings the window up to date in
+ * O(window / 64) at worst, however many successes came before it. The
+ * test build counts the words of the closed window's failure bitmap read
+ * to find the failures an exact point evicts: a failure after 60 000
+ * successes in a window of 65 536 reads at most 60 001 / 64 + 2 of them
+ * (one record per result would be 60 001 reads), one after the whole
+ * window has turned over reads none, and the counts stay exact. */
+/* allow + done, nothing else (fx_call also reads the stats) */
+static void one(fx *f, int result)
+{
+    circuit_ticket t;
+    cr_assert(circuit_allow(f->b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, result));
+}
+
+Test(l6, L6_a_failure_after_many_successes_reads_O_window_over_64_words)
+{
+    fx f;
+    fx_init(&f, 65536, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0; /* never trips */
+    fx_build(&f);
+    circuit_stats s;
+    one(&f, RS_FAIL); /* position 0 */
+    for (int i = 0; i < 60000; i++)
+        one(&f, RS_OK);
+    uint64_t w0 = circuit_test_window_words();
+    one(&f, RS_FAIL); /* position 60 001: appends 60 001 results */
+    uint64_t words = circuit_test_window_words() - w0;
+    cr_log_info("L6: a failure after 60 000 successes read %llu bitmap words",
+                (unsigned long long)words);
+    cr_assert_leq(words, 60001 / 64 + 2, "L6: %llu words read for one failure",
+                  (unsigned long long)words);
+    cr_assert_geq(words, 60001 / 64, "the evicted span was not read: %llu words",
+                  (unsigned long long)words);
+    circuit_get_stats(f.b, &s);
+    assert_counts(&s.counts, 60000, 2, 0, 1, 0);
+
+    for (int i = 0; i < 1000; i++)
+        one(&f, RS_OK);
+    w0 = circuit_test_window_words();
+    one(&f, RS_FAIL); /* appends 1 001 */
+    words = circuit_test_window_words() - w0;
+    cr_assert_leq(words, 1001 / 64 + 2, "%llu words for 1 001 results", (unsigned long long)words);
+    circuit_get_stats(f.b, &s);
+    assert_counts(&s.counts, 61000, 3, 0, 1, 0);
+
+    for (int i = 0; i < 70000; i++)
+        one(&f, RS_OK);
+    w0 = circuit_test_window_words();
+    one(&f, RS_FAIL); /* appends 70 001 >= window: every old result leaves */
+    words = circuit_test_window_words() - w0;
+    cr_assert_eq(words, 0, "a window that turned over whole needs no read: %llu",
+                 (unsigned long long)words);
+    circuit_get_stats(f.b, &s);
+    assert_counts(&s.counts, 65535, 1, 0, 1, 0); /* only the newest failure */
+    fx_free(&f);
+}

@@ -185,6 +185,80 @@ Test(regressions, C4_L1_a_stopped_entry_into_closed_never_erases_the_new_states_
     fx_free(&f);
 }
 
+/* ---- a stopped entry into closed and the new state's bitmap --------------- */
+
+/* Thread A resets an isolated breaker and stops after checking the word,
+ * before its CAS emptying the closed bitmap's word; the main thread resets,
+ * and the new state's first two failures set their bits; then A goes on. A's CAS
+ * is from the word it read (the old state's tag): it must fail and leave
+ * the new bit alone, or the failure is never seen to leave the window: when
+ * a later point evicts it (window 8), the window holds the three failures
+ * after it (C1). A store of {k0, 0} that did not compare the tag erases the
+ * bit, and the counts come out as 4 failures. */
+static sem_t bs_a_stopped, bs_a_go;
+static pthread_t bs_a;
+static atomic_bool bs_a_stop_armed;
+
+static void bits_race_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_CLOSED_START_BEFORE_BITS && pthread_equal(pthread_self(), bs_a) &&
+        atomic_exchange(&bs_a_stop_armed, false)) {
+        sem_post(&bs_a_stopped);
+        while (sem_wait(&bs_a_go) != 0)
+            ;
+    }
+}
+
+static void *bits_reset_a(void *arg)
+{
+    fx *f = arg;
+    int rc = circuit_reset(f->b, NULL);
+    cr_assert(rc == 0 || rc == EALREADY, "reset: %d", rc);
+    return NULL;
+}
+
+Test(regressions, C1_L1_a_stopped_entry_into_closed_never_empties_the_new_states_bitmap)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0; /* never trips */
+    fx_build(&f);
+    cr_assert(fx_call(&f, RS_FAIL)); /* the old state's bitmap holds a failure */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+
+    sem_init(&bs_a_stopped, 0, 0);
+    sem_init(&bs_a_go, 0, 0);
+    atomic_store(&bs_a_stop_armed, true);
+    circuit_test_set_hook(bits_race_hook, NULL);
+    cr_assert_eq(pthread_create(&bs_a, NULL, bits_reset_a, &f), 0);
+    while (sem_wait(&bs_a_stopped) != 0)
+        ;
+    cr_assert_eq(circuit_reset(f.b, NULL), 0, "the main thread's reset enters closed");
+    /* positions 0 F, 1 S, 2 F: two points, so the one that set F0's bit is
+     * no longer the newest (helpers re-apply only the newest point's
+     * update) */
+    cr_assert(fx_call(&f, RS_FAIL));
+    cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL));
+    sem_post(&bs_a_go);
+    pthread_join(bs_a, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    /* 3-5 S, 6 F; 7-8 S, 9 F: the last point appends 3 results (fewer than
+     * the window, so the bitmap is read) and evicts positions 0 and 1 */
+    for (int i = 0; i < 3; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL));
+    for (int i = 0; i < 2; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL)); /* evicts the first failure */
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    assert_counts(&s.counts, 5, 3, 0, 1, 0); /* F S S S F S S F in a window of 8 */
+    fx_free(&f);
+}
+
 /* ---- a stats reader whose closed word ends while it derives the counts ---- */
 
 typedef struct stats_reader {

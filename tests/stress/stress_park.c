@@ -8,7 +8,7 @@
  *   NAME: ALLOW_BEFORE_ADMIT DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
  *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE FAST_BEFORE_COUNT FOLD_SEALED
  *         FOLD_MID_SUM INTENT_MADE OPERATOR_BEFORE_CAS CELL_BEFORE_START
- *         CLOSED_START_BEFORE_DESC
+ *         CLOSED_START_BEFORE_DESC CLOSED_START_BEFORE_BITS
  *         TIMEOUT_BEFORE_CLAIM TIMEOUT_CLAIMED TIMEOUT_TAKEN TIMEOUT_COUNTED
  *         TIMEOUT_FREED (the steps of a probe timeout's claim, P1: the others
  *         finish the parked thread's claim and go on timing probes out)
@@ -71,6 +71,7 @@ static const struct {
     {"OPERATOR_BEFORE_CAS", CIRCUIT_TP_OPERATOR_BEFORE_CAS},
     {"CELL_BEFORE_START", CIRCUIT_TP_CELL_BEFORE_START},
     {"CLOSED_START_BEFORE_DESC", CIRCUIT_TP_CLOSED_START_BEFORE_DESC},
+    {"CLOSED_START_BEFORE_BITS", CIRCUIT_TP_CLOSED_START_BEFORE_BITS},
     {"TIMEOUT_BEFORE_CLAIM", CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM},
     {"TIMEOUT_CLAIMED", CIRCUIT_TP_TIMEOUT_CLAIMED},
     {"TIMEOUT_TAKEN", CIRCUIT_TP_TIMEOUT_TAKEN},
@@ -239,7 +240,7 @@ int main(int argc, char **argv)
         stress_die("--point=ALLOW_BEFORE_ADMIT|DONE_BEFORE_CAS|RELEASE_BEFORE_CAS|DELIVERY_WON|"
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
                    "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START|"
-                   "CLOSED_START_BEFORE_DESC|"
+                   "CLOSED_START_BEFORE_DESC|CLOSED_START_BEFORE_BITS|"
                    "TIMEOUT_BEFORE_CLAIM|TIMEOUT_CLAIMED|TIMEOUT_TAKEN|TIMEOUT_COUNTED|"
                    "TIMEOUT_FREED");
     if (a.threads < 2)
@@ -257,7 +258,8 @@ int main(int argc, char **argv)
         target == CIRCUIT_TP_CELL_BEFORE_START)
         cfg.fail_pct = 8; /* mostly successes, failures now and then: cells counted,
                            * summed by failures, sealed by trips and isolates */
-    if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC)
+    if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC ||
+        target == CIRCUIT_TP_CLOSED_START_BEFORE_BITS)
         cfg.operator_pm = 6; /* resets from isolated enter closed states too */
     stress_begin(&cfg, &a);
     uint64_t rng = a.seed ^ 0x9a4c;
