@@ -10,7 +10,9 @@
  * One breaker guards ONE dependency (an upstream host, a service) inside ONE
  * process. It is a state machine and nothing else: no I/O, no threads, no
  * timers, no retries, no registry. Any number of threads may call one breaker
- * at once; no call ever takes a lock or allocates (see "Concurrency" below).
+ * at once; no call ever takes a lock, and none allocates except to queue a
+ * transition beyond the preallocated pool while observe is busy (T7; see
+ * "Concurrency" below).
  *
  * States
  *   closed     every call is admitted and its result counted; after each
@@ -268,8 +270,11 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
  *  never inside an internal critical region; it may call any function of this
  *  breaker (allow and done included) without deadlock, except circuit_free
  *  (which aborts: see circuit_free): transitions those nested calls make are
- *  delivered after this call returns. `call_ctx` is the
- *  call_ctx of the circuit_allow / circuit_done call that made the transition.
+ *  delivered after this call returns. `call_ctx` is the call_ctx of the
+ *  call (circuit_allow, circuit_done, circuit_isolate, circuit_reset) that
+ *  made the transition; a trip or an isolate from closed is an intent that
+ *  any thread may finish (L1), and then it is the call_ctx of the call that
+ *  finished it, possibly another request's (O6).
  *  `t` is valid only during the call. It runs on whichever thread delivers:
  *  the thread that made the transition, unless another thread is delivering
  *  at the time (that one delivers it) or an EARLIER transition is still being
@@ -346,9 +351,15 @@ typedef struct circuit_breaker circuit_breaker;
  *
  *  Generations are told apart by their low 30 bits: a ticket kept
  *  outstanding across 2^30 (about 10^9) transitions can be counted in the
- *  later generation that has the same low bits. Each open period lasts
- *  open_for_ns, so with open_for_ns >= 1 ms that takes over 12 days of
- *  continuous flapping while one call is in flight. */
+ *  later generation that has the same low bits (T2 and T6 hold up to that
+ *  bound). Policy transitions pass through an open period (open_for_ns),
+ *  so with open_for_ns >= 1 ms that is days of continuous flapping; but
+ *  operator transitions have no period: a loop of circuit_isolate +
+ *  circuit_reset at full speed reaches 2^30 in minutes (an adversarial
+ *  review measured under 9 minutes). Likewise a thread stopped inside
+ *  circuit_done of a closed success (before its per-CPU count) while 2^27
+ *  closed epochs end (each trip, isolate or reset ends one) may count its
+ *  success into the closed state that reuses its epoch id. */
 typedef struct circuit_ticket {
     uint64_t circuit_private_[5];
 } circuit_ticket;
@@ -425,7 +436,10 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * circuit_done or circuit_release. Returns false when rejected: *rej says
  * why; the ticket is marked rejected (settling it with circuit_done aborts;
  * circuit_release on it does nothing).
- * Thread-safe, lock-free, allocation-free. May run observe (on this thread).
+ * Thread-safe, lock-free, allocation-free except the transition overflow
+ * (T7: a transition this call makes, open -> half-open or a probe timeout,
+ * while more than CIRCUIT_TRANSITION_POOL are waiting for delivery, takes
+ * one malloc). May run observe (on this thread).
  * Aborts: @b or @t is NULL; @b not built by circuit_new; an abort of what the call runs on this thread: probe returned an
  * invalid state or open_for returned a period <= 0 (for a probe timeout
  * that fell due, or a transition this call makes). The ticket's previous
@@ -520,7 +534,9 @@ CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
 /**
  * circuit_isolate - hold the breaker open until circuit_reset (operator control).
  * @b:        the breaker.
- * @call_ctx: given to observe with the transition this call makes.
+ * @call_ctx: given to observe with the transition this call makes (from
+ *   closed the isolate is an intent that any thread may finish, L1: then
+ *   observe gets the call_ctx of the call that finished it, O6).
  * From closed, open or half-open: makes the transition to CIRCUIT_ISOLATED
  * (cause CIRCUIT_CAUSE_OPERATOR, the final counts of the state left) and
  * returns 0. While isolated every circuit_allow is rejected with
