@@ -544,6 +544,20 @@ static inline bool word_at(uint64_t lo, uint64_t hi, uint32_t gen, uint32_t k)
            circuit__ck(hi) == k;
 }
 
+/* The successes point k (word w, no intent) appended after D_{k-1} (prev):
+ * the folded count of a fold (saturated), else S_k - S_{k-1}. False when w
+ * cannot be the word after prev. */
+static inline bool point_successes(circuit__u128 w, const circuit__cc *prev, uint64_t *d)
+{
+    if (w.lo & CIRCUIT__LO_F)
+        *d = circuit__csd(w.hi);
+    else if (circuit__csd(w.hi) >= prev->S)
+        *d = circuit__csd(w.hi) - prev->S;
+    else
+        return false;
+    return true;
+}
+
 /* D_k from D_{k-1} and the word w at k. False when D_{k-1} is not there
  * (w is stale). */
 static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *out)
@@ -558,11 +572,7 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
         return false;
     desc_unpack(p, &prev);
     uint64_t d;
-    if (w.lo & CIRCUIT__LO_F)
-        d = circuit__csd(w.hi); /* a fold: successes folded (saturated) */
-    else if (circuit__csd(w.hi) >= prev.S)
-        d = circuit__csd(w.hi) - prev.S;
-    else
+    if (!point_successes(w, &prev, &d))
         return false; /* not the word D_{k-1} belongs to */
     /* B(k - 1): U(k - 1) was complete before the word left k - 1, and U(k)
      * comes after D_k: a word tagged k means D_k is there (the caller
@@ -636,11 +646,7 @@ static bool upd_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc 
     circuit__cc prev;
     desc_unpack(p, &prev);
     uint64_t d;
-    if (w.lo & CIRCUIT__LO_F)
-        d = circuit__csd(w.hi);
-    else if (circuit__csd(w.hi) >= prev.S)
-        d = circuit__csd(w.hi) - prev.S;
-    else
+    if (!point_successes(w, &prev, &d))
         return false;
     bool x = (w.lo & CIRCUIT__LO_X) != 0;
     uint64_t n = d + (x ? 1u : 0u);
