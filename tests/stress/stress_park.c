@@ -14,7 +14,8 @@
  *         finish the parked thread's claim and go on timing probes out)
  *
  * Thread 0 (the victim) runs the standard mix of stress.c; the test hook
- * (circuit_test_set_hook) parks it the k-th time (k random, 1..40) it passes
+ * (circuit_test_set_hook) parks it the k-th time (k random, 1..40; 1..4 at
+ * CIRCUIT_STRESS_SCALE=0.1, see MAX_HITS) it passes
  * the chosen point: it spins on an atomic in the TEST's hook, sleeping 50 us
  * a turn. While it is parked, every other thread must complete at least
  * 10 000 more operations (allow, done, release, get_state, clock steps), and
@@ -50,6 +51,16 @@
 
 #define US INT64_C(1000)
 #define PROGRESS_OPS 10000
+/* k, the pass of the point that parks the victim, is drawn from 1..max_hits:
+ * MAX_HITS at CIRCUIT_STRESS_SCALE 1 (and above), MAX_HITS x the scale below
+ * it, at least 1. The waiting for the k-th pass is most of the run at a rare
+ * point: the victim passes a probe-timeout point (TIMEOUT_*) once per some
+ * 30 000 to 100 000 operations of each other thread, so 4 rounds at k up to
+ * 40 made 25 to 45 million operations (2-3 s natively, 30-70 s under
+ * qemu-user at scale 0.1). A smaller k still parks the victim at the point,
+ * in a state the run has reached by then; PROGRESS_OPS is not scaled: the
+ * parked windows take well under 1 % of the run, even under qemu. */
+#define MAX_HITS 40
 
 enum { ARMED, PARKED, RELEASED };
 
@@ -82,6 +93,7 @@ static const struct {
 static circuit_test_point target;
 static atomic_int park_state = ARMED;
 static atomic_int hits_left;
+static int max_hits = MAX_HITS;
 static atomic_int phase_released; /* 1 once the victim has been resumed */
 static atomic_int only_in;        /* park only inside this call (IN_*), IN_NONE: any */
 static _Thread_local stress_worker *tls_victim;
@@ -261,9 +273,14 @@ int main(int argc, char **argv)
     if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC ||
         target == CIRCUIT_TP_CLOSED_START_BEFORE_BITS)
         cfg.operator_pm = 6; /* resets from isolated enter closed states too */
+    if (a.scale < 1.0) {
+        max_hits = (int)(MAX_HITS * a.scale);
+        if (max_hits < 1)
+            max_hits = 1;
+    }
     stress_begin(&cfg, &a);
     uint64_t rng = a.seed ^ 0x9a4c;
-    atomic_store(&hits_left, 1 + (int)stress_below(&rng, 40));
+    atomic_store(&hits_left, 1 + (int)stress_below(&rng, (uint64_t)max_hits));
     atomic_store(&park_state, ARMED);
     atomic_store(&phase_released, 0);
     circuit_test_set_hook(hook, NULL);
@@ -279,7 +296,7 @@ int main(int argc, char **argv)
     bool ok = true;
     for (int r = 1; r <= rounds && ok; r++) {
         if (r > 1)
-            atomic_store(&hits_left, 1 + (int)stress_below(&rng, 40));
+            atomic_store(&hits_left, 1 + (int)stress_below(&rng, (uint64_t)max_hits));
         atomic_store(&only_in, both ? filters[(r - 1) % 4] : IN_NONE);
         atomic_store(&park_state, ARMED);
         ok = park_once(&team, &a, points[pi].name, r);
