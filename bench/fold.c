@@ -35,11 +35,14 @@
  *
  * The projection (a projection: no machine with more than 2 CPUs was
  * available) is then
- *   T_fail(N) = F_1(2) + N x t_line + 4 x t_rmw
+ *   T_fail(N) = F_1(2) + N x t_line + h x t_rmw
  * where F_1(2) is part 1's failure cost at 2 CPUs with its lines local,
  * t_line part 2's remote line read and t_rmw part 3's hand-over: every
- * other CPU's cell written since the last failure (busy CPUs), and the four
- * shared lines a failure RMWs last written by another CPU. Failures on one
+ * other CPU's cell written since the last failure (busy CPUs), and the h
+ * shared lines a failure RMWs, last written by another CPU: the state
+ * word's line (the word, the descriptor and, for a window <= 64, the
+ * window's bitmap: h = 1), plus the line of the bitmap words it changes for
+ * a larger window (h = 2 for window 1024). Failures on one
  * breaker are ordered by the state word's CAS (one exact point at a time,
  * a loser reads again), so they cannot be made faster than 1 / T_fail(N)
  * per second: the failure rate at which the fold becomes the bottleneck.
@@ -497,10 +500,13 @@ int main(int argc, char **argv)
     double t_rmw = rmw_part(json);
 
     printf("\n## Projection (NOT measured on such a machine: this one has %d CPUs)\n\n"
-           "T_fail(N) = F_1 + N x t_line(N) + 4 x t_rmw, with F_1 the failure path at %ld CPUs "
+           "T_fail(N) = F_1 + N x t_line(N) + h x t_rmw, with F_1 the failure path at %ld CPUs "
            "with 99 successes between failures (part 1: %.1f ns window 64, %.1f ns window "
            "1024), t_line(N) part 2's ns per line in a sum of N lines another CPU wrote, t_rmw = %.1f ns "
-           "(part 3). Failures on one breaker are ordered by its state word, so 1 / T_fail is "
+           "(part 3), h the shared lines a failure RMWs (1 for window 64: the state word's line "
+           "holds the word, the descriptor and the window's bitmap; 2 for window 1024: one "
+           "more for its bitmap words). Failures on one breaker are ordered by its state "
+           "word, so 1 / T_fail is "
            "the most failures per second one breaker can count; the last columns give the "
            "failure fraction at which that is reached when every CPU makes calls at a rate "
            "of r per second (r = %.1f M/s: this machine's 1-thread success loop, %.2f ns per "
@@ -514,7 +520,7 @@ int main(int argc, char **argv)
         long n = line_counts[k];
         double tl = line_ns[k] > 0 ? line_ns[k] : 0;
         for (int wi = 0; wi < 2; wi++) {
-            double tf = f1[wi] + (double)n * tl + 4 * t_rmw;
+            double tf = f1[wi] + (double)n * tl + (wi ? 2 : 1) * t_rmw;
             double fmax = tf > 0 ? 1e9 / tf : 0;
             double p_loop = r_loop > 0 ? fmax / ((double)n * r_loop) : 0;
             double p_1us = fmax / ((double)n * 1e6);
