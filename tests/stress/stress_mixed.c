@@ -53,6 +53,14 @@ static const stress_config configs[] = {
      * generation's timeouts against the probes certainly due (P1) */
     {"test p3 w4 timeouts stats operator", 4, 3, 4 * US, 6 * US, false, true, 2 * US, false, 30, 10, false, 1, 30, true},
     {"real p1 w4 stats operator", 4, 1, 40 * US, 30 * US, true, false, 0, false, 30, 10, false, 1, 30, true},
+    /* the closed window's bitmap over several words (64 slots each, the
+     * last one partial): exact points whose new slots cross words and wrap,
+     * racing stats readers (which apply the newest point's update to their
+     * own copy); w130: few failures and no operator, so that windows fill
+     * and evict before a trip (6 failures in the window trip); w200:
+     * isolate/reset as well (re-entry empties every word) */
+    {"test p3 w130 stats", 130, 3, 4 * US, 6 * US, false, true, 2 * US, false, 2, 5, false, 0, 30, false},
+    {"real p2 w200 healthy stats operator", 200, 2, 200 * US, 80 * US, true, false, 0, false, 1, 2, false, 1, 20, false},
 };
 
 int main(int argc, char **argv)
