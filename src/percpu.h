@@ -17,6 +17,7 @@
 #define CIRCUIT_PERCPU_H
 
 #include <sched.h>
+#include <sys/rseq.h>
 
 #include "word.h"
 
@@ -31,9 +32,29 @@ uint32_t circuit__fresh_epoch(circuit_breaker *b);
  * answers from rseq without a system call. A thread may migrate right after:
  * every write to a line is an atomic RMW, so that costs speed, never a
  * count. */
+static inline int circuit__cpu_now(void)
+{
+    /* glibc registers a restartable-sequence area for every thread and
+     * publishes where it is (__rseq_offset from the thread pointer) and
+     * whether it could (__rseq_size: 0 under valgrind, qemu-user, a kernel
+     * without rseq or glibc.pthread.rseq=0); the kernel keeps its cpu_id
+     * current. This is what sched_getcpu() reads, without the call. The
+     * area is this thread's own: a volatile read, no atomic (the kernel
+     * writes it between our instructions, never concurrently with them). */
+    if (__builtin_expect(__rseq_size != 0, 1)) {
+        const volatile struct rseq *rs =
+            (const volatile struct rseq *)(const void *)((const char *)__builtin_thread_pointer() +
+                                                         __rseq_offset);
+        int cpu = (int)rs->cpu_id;
+        if (cpu >= 0)
+            return cpu;
+    }
+    return sched_getcpu();
+}
+
 static inline circuit__pcpu *circuit__my_cpu(const circuit_breaker *b)
 {
-    int cpu = sched_getcpu();
+    int cpu = circuit__cpu_now();
     uint32_t i = cpu < 0 ? 0u : (uint32_t)cpu;
     if (i >= b->ncpu) /* more CPUs online than configured at circuit_new */
         i %= b->ncpu;
