@@ -133,8 +133,7 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     at += pcpu_bytes;
     b->slots = (circuit__u128 *)(void *)at;
     at += slot_bytes;
-    b->cbits = window > 64 ? (circuit__u128 *)(void *)at : window > 1 ? &b->cbits0 : NULL;
-    at += cbits_bytes;
+    at += cbits_bytes; /* the closed bitmap's words (circuit__cbits) */
     b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
     at += ring_bytes;
     b->bitmap = (uint64_t *)(void *)at;

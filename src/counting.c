@@ -424,7 +424,7 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
     for (int g = 0; g < n; g++) {
         for (uint32_t j = (uint32_t)(sp[g][0] / 64u); j <= (uint32_t)((sp[g][1] - 1u) / 64u); j++) {
             /* acquire: the caller validates the word after these reads */
-            circuit__u128 x = circuit__ld128_acq(&b->cbits[j]);
+            circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j));
             if (circuit__tag_before(k, (uint32_t)x.lo))
                 return false; /* a point after k updated it */
             uint64_t bits = x.hi;
@@ -454,7 +454,7 @@ static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
             uint64_t clr, set;
             upd_masks(b, u, j, &clr, &set);
             /* acquire: the value a failed CAS hands back is used again */
-            circuit__u128 x = circuit__ld128_acq(&b->cbits[j]);
+            circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j));
             while (circuit__tag_before(x.lo, k)) {
                 /* A word whose bits U(k) leaves as they are already holds
                  * B(k): no write (the tag may stay older; readers take a
@@ -465,7 +465,7 @@ static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
                     break;
                 CIRCUIT__SHARED_RMW();
                 /* table: cbits (a reader that sees tag k sees D_k, written before) */
-                if (circuit__cas128_sc(&b->cbits[j], &x, (circuit__u128){k, (x.hi & ~clr) | set}))
+                if (circuit__cas128_sc(circuit__cbits(b, j), &x, (circuit__u128){k, (x.hi & ~clr) | set}))
                     break;
             }
         }
@@ -636,7 +636,7 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
 static bool upd_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc *ck, circuit__upd *u)
 {
     *u = (circuit__upd){0, 0, -1};
-    if (!b->cbits || (!ck->full && ck->seq == 0))
+    if (b->window == 1 || (!ck->full && ck->seq == 0))
         return true; /* window 1 (the word's last outcome), or nothing appended */
     uint32_t k = circuit__ck(w.hi);
     /* acquire: checked against the word by the caller, like D_k */
@@ -788,12 +788,41 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 /* ---- intents -------------------------------------------------------------- */
 
 /* Completes the intent of word wi. `now`/`call_ctx`: for a transition. */
+/* Who made an intent (O6): its maker's call_ctx, keyed by the intent it
+ * was made for, {gen tag, kind, k}, written before the intent's CAS, which
+ * publishes it. Whoever completes the intent (L1: any thread) gives
+ * observe that call_ctx, not its own. Makers that lose the race for the
+ * same point may write after the winner: a completer that finds another
+ * key there gives its own call_ctx (the 0.3 behaviour before this slot). */
+static inline uint64_t intent_key(circuit__u128 wi)
+{
+    return ((uint64_t)circuit__gen(wi.lo) << 34) | ((uint64_t)circuit__cintent(wi.lo) << 32) |
+           circuit__ck(wi.hi);
+}
+
+static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
+{
+    circuit__u128 want = {(uint64_t)(uintptr_t)call_ctx, intent_key(wi)};
+    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx); /* acquire: table intent_ctx */
+    /* sc: any value may be replaced; the intent CAS after it publishes it */
+    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(&b->intent_ctx, &x, want))
+        ;
+}
+
+static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *own)
+{
+    /* acquire: after the caller's acquire of the intent word (table intent_ctx) */
+    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx);
+    return x.hi == intent_key(wi) ? (void *)(uintptr_t)x.lo : own;
+}
+
 void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
                        void *call_ctx)
 {
     unsigned kind = circuit__cintent(wi.lo);
     if (circuit__code(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
         return; /* no intent in it (the word moved on before it was read) */
+    call_ctx = intent_ctx_get(b, wi, call_ctx); /* O6: the maker's */
     circuit__cc c;
     if (!circuit__closed_help(b, wi, &c))
         return;
@@ -855,6 +884,7 @@ static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const ui
             wi.lo |= CIRCUIT__LO_ASKED;
             wi.hi = circuit__mkchi(circuit__ck(w->hi), *asked_S);
         }
+        intent_ctx_put(b, wi, call_ctx);
         if (!circuit__core_cas(b, w, wi))
             return false;
         *w = wi;

@@ -117,6 +117,9 @@ enum circuit__total {
  *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
  *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
  *                                                                              restarts), so no CAS finds an old X
+ * intent_ctx     an intent's maker, before its       completers (ld128_acq,     the intent's CAS (sc) publishes it;
+ *  {ctx, key}    intent CAS (cas128_sc from any      after their acquire of     a key {gen, kind, k} other than the
+ *                value: last writer wins)            the intent word)           intent's: a loser's, use one's own
  * k_next         transition out of closed, before   transition into closed     read X, check core is the closed state
  *                its CAS (cas_acq, read-check-CAS)  (ld_acq, after its         being left, CAS X; the CASes of core
  *                                                   acquire of core)           between carry it (acq_rel RMWs)
@@ -165,8 +168,6 @@ struct circuit_breaker {
     uint64_t seq_mod;              /* window * floor(2^31 / window) */
     uint64_t window_magic;         /* for circuit__mod_window */
     uint64_t *ring;                /* window slots (NULL when window == 1): half-open's window */
-    circuit__u128 *cbits;          /* closed window's failure bitmap, ceil(window / 64) tagged
-                                    * words (&cbits0 when window <= 64; NULL when window == 1) */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
     circuit__pcpu *pcpu;           /* ncpu lines */
@@ -199,6 +200,7 @@ struct circuit_breaker {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     uint64_t k_next;                       /* the next closed state's first point k0 */
+    circuit__u128 intent_ctx;              /* {call_ctx, key}: who made the newest intent (O6) */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */

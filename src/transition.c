@@ -94,17 +94,17 @@ static bool desc_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
  * / 64) CASes, once per closed state. */
 static bool bits_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
 {
-    if (!b->cbits)
+    if (b->window == 1)
         return true; /* window 1: the word's last outcome is the window */
     uint32_t n = circuit__cbits_words(b->window);
     for (uint32_t j = 0; j < n; j++) {
-        circuit__u128 x = circuit__ld128_acq(&b->cbits[j]); /* acquire: before the check */
+        circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j)); /* acquire: before the check */
         while (circuit__tag_before(x.lo, k0)) {
             if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
                 return false;
             CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_BITS);
             CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(&b->cbits[j], &x, (circuit__u128){k0, 0})) /* table: cbits */
+            if (circuit__cas128_sc(circuit__cbits(b, j), &x, (circuit__u128){k0, 0})) /* table: cbits */
                 break;
         }
     }

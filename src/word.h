@@ -160,13 +160,21 @@ static inline circuit__u128 circuit__desc_zero(uint32_t k)
                            CIRCUIT__D_VALID};
 }
 
-/* The closed window's bitmap (counting.c): word j of b->cbits is {tag,
+/* The closed window's bitmap (counting.c): word j (circuit__cbits) is {tag,
  * bits}: bit i of word j is 1 when the result at ring index 64j + i (its
  * position modulo the window) of the closed window is a failure; the tag is
  * the exact point k whose update last changed the word (monotone: point
  * numbers never restart). The transition that enters a closed state at its
  * first point k0 sets every word to {k0, 0} before its CAS (transition.c). */
 static inline uint32_t circuit__cbits_words(uint32_t window) { return (window + 63u) / 64u; }
+/* Word j of the closed bitmap: cbits0 (on the state word's line) when the
+ * window is at most 64, else the array breaker_alloc places right after the
+ * probe slots (no pointer field: the breaker's read-only line is full). */
+static inline circuit__u128 *circuit__cbits(const circuit_breaker *b, uint32_t j)
+{
+    /* the words are shared and atomic: a const breaker still names them */
+    return b->window <= 64 ? (circuit__u128 *)(uintptr_t)&b->cbits0 : b->slots + b->probes + j;
+}
 static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32_t)((uint32_t)tag - k) < 0; }
 
 /* The successes ledger's key for the epoch a closed word names: {gen tag,
