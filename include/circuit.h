@@ -272,9 +272,11 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
  *  (which aborts: see circuit_free): transitions those nested calls make are
  *  delivered after this call returns. `call_ctx` is the call_ctx of the
  *  call (circuit_allow, circuit_done, circuit_isolate, circuit_reset) that
- *  made the transition; a trip or an isolate from closed is an intent that
- *  any thread may finish (L1), and then it is the call_ctx of the call that
- *  finished it, possibly another request's (O6).
+ *  made the transition, also when another thread finished it (a trip or an
+ *  isolate from closed is an intent any thread may finish, L1; its maker's
+ *  call_ctx goes with it). Only when two calls race to make an intent at the
+ *  same exact point may the loser's call_ctx (same kind) or the finisher's
+ *  be given instead (O6).
  *  `t` is valid only during the call. It runs on whichever thread delivers:
  *  the thread that made the transition, unless another thread is delivering
  *  at the time (that one delivers it) or an EARLIER transition is still being
@@ -534,9 +536,9 @@ CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
 /**
  * circuit_isolate - hold the breaker open until circuit_reset (operator control).
  * @b:        the breaker.
- * @call_ctx: given to observe with the transition this call makes (from
- *   closed the isolate is an intent that any thread may finish, L1: then
- *   observe gets the call_ctx of the call that finished it, O6).
+ * @call_ctx: given to observe with the transition this call makes (also
+ *   when another thread finishes the isolate's intent, L1; see O6 for the
+ *   one race where another call's is given).
  * From closed, open or half-open: makes the transition to CIRCUIT_ISOLATED
  * (cause CIRCUIT_CAUSE_OPERATOR, the final counts of the state left) and
  * returns 0. While isolated every circuit_allow is rejected with

@@ -643,6 +643,76 @@ Test(observe, O6_half_open_made_by_a_done_carries_that_tickets_ctx)
     fx_free(&f);
 }
 
+/* ---- O6 under helping: an intent finished by another call ------------------ */
+
+typedef struct o6_maker {
+    fx *f;
+    void *ctx;
+    bool isolate; /* else: a failure that trips */
+} o6_maker;
+
+static void *o6_make(void *arg)
+{
+    o6_maker *m = arg;
+    park_me_at(CIRCUIT_TP_INTENT_MADE); /* stop right after the intent's CAS */
+    if (m->isolate) {
+        cr_assert_eq(circuit_isolate(m->f->b, m->ctx), 0);
+    } else {
+        circuit_ticket t;
+        cr_assert(circuit_allow(m->f->b, m->ctx, &t, NULL));
+        cr_assert(circuit_done(&t, RS_FAIL));
+    }
+    return NULL;
+}
+
+/* A trip or an isolate from closed is an intent that any thread finishes
+ * (L1). Its maker stops right after making it, and another request's done
+ * finishes it: observe must get the maker's call_ctx, the call whose
+ * action made the transition, not the finisher's (found by an adversarial
+ * review: the operator's isolate was delivered with a request's ctx, and a
+ * trip with the ctx of the success that finished it). */
+static void o6_intent_run(bool isolate)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 2; /* the second failure in a row trips */
+    fx_build(&f);
+    park_setup();
+    int maker_ctx, other_ctx;
+    if (!isolate)
+        cr_assert(fx_call(&f, RS_FAIL)); /* one failure: the maker's is the second */
+    circuit_ticket t;
+    cr_assert(circuit_allow(f.b, &other_ctx, &t, NULL)); /* a request in flight */
+    o6_maker m = {&f, &maker_ctx, isolate};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, o6_make, &m), 0);
+    park_wait();
+    cr_assert_eq(f.log.n, 0, "nothing is delivered before the intent is finished");
+    /* the request's result meets the intent and finishes it (late: its
+     * generation ends with the transition it finished) */
+    (void)circuit_done(&t, RS_OK);
+    cr_assert_eq(circuit_get_state(f.b), isolate ? CIRCUIT_ISOLATED : CIRCUIT_OPEN);
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(f.log.n, 1);
+    assert_tr(&f, 0, CIRCUIT_CLOSED, isolate ? CIRCUIT_ISOLATED : CIRCUIT_OPEN, 1);
+    cr_assert_eq(f.log.tr[0].cause, isolate ? CIRCUIT_CAUSE_OPERATOR : CIRCUIT_CAUSE_POLICY);
+    cr_assert_eq(f.log.ctx[0], &maker_ctx, "O6: observe got %s's call_ctx",
+                 f.log.ctx[0] == &other_ctx ? "the finishing request" : "another call");
+    fx_free(&f);
+}
+
+Test(observe, O6_an_isolate_finished_by_a_request_carries_the_operators_ctx)
+{
+    o6_intent_run(true);
+}
+
+Test(observe, O6_a_trip_finished_by_another_calls_done_carries_the_failing_calls_ctx)
+{
+    o6_intent_run(false);
+}
+
 /* ---- CFG4 (0.3): circuit_free from inside a callback of the same breaker ------- */
 
 /* A breaker whose callbacks free it (or another breaker) when told to. The
