@@ -79,9 +79,13 @@
  *      and then U(k + 1) (after the CAS, in that order; anyone may).
  *      trip: the point must also close the epoch: see INTENTS.
  *   Shared-line RMWs: the word CAS, the descriptor CAS and U's CAS of each
- *   bitmap word it touches (one, or two when the new indices cross a word;
- *   with a window <= 64 all three are on the state word's line): a few per
- *   failure (L8), however many CPUs and successes there are.
+ *   bitmap word whose bits it changes (its failure's word, and each word
+ *   holding a failure its new results evict; with a window <= 64 all on the
+ *   state word's line): a few per failure ON AVERAGE (L8), however many CPUs
+ *   and successes there are. Each clearing CAS clears a bit an earlier
+ *   failure set, so they are at most one per failure over time; but one
+ *   failure after a window's worth of results makes one per word that held
+ *   a failure, up to window / 64 + 2 (docs/CONTRACT.md L6 says so).
  *
  * DERIVING D_k (when its writer has not written it yet): D_k is a function
  * of D_{k-1}, the word at k and B(k - 1), the bitmap as U(k - 1) left it, so
@@ -1095,6 +1099,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
             continue;
         }
         uint64_t d = cells && *cells > c.S ? *cells - c.S : 0;
+        n = c; /* defined even when the reads below fail every try */
         /* B(k): U(k) may not be complete yet (its maker is between the
          * word's CAS and the update), and a reader writes nothing: it
          * applies U(k) to its own copy of each word not tagged k yet. An
