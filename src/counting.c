@@ -587,6 +587,28 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
     return true;
 }
 
+/* Writes D_k = *c into its slot, which held x when read (with acquire),
+ * only while the word is still at w's point k: read X, check the word, CAS
+ * X, so a stopped writer cannot put an old point's counts over a newer
+ * one. If D_k appears meanwhile, *c becomes that one (the same value, as
+ * derived). False when the word moved past k (whoever moved it wrote D_k). */
+static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circuit__cc *c)
+{
+    uint32_t k = circuit__ck(w.hi);
+    circuit__u128 *slot = &b->desc[k & 1u];
+    circuit__u128 want = desc_pack(c, k);
+    while (!desc_is(x, k)) {
+        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+        if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
+            return false;
+        CIRCUIT__SHARED_RMW();
+        if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
+            return true;
+    }
+    desc_unpack(x, c); /* written meanwhile: that one is right */
+    return true;
+}
+
 bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write)
 {
     uint32_t k = circuit__ck(w.hi);
@@ -606,23 +628,8 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
         desc_unpack(x, out);
         return true;
     }
-    if (write) {
-        circuit__u128 want = desc_pack(out, k);
-        for (;;) {
-            /* read X (above, acquire), check the word, CAS X: a stopped
-             * writer cannot put an old point's counts over a newer one */
-            circuit__u128 now = circuit__ld128_acq(&b->core);
-            if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
-                return false;
-            CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(slot, &x, want)) /* acquire: table core */
-                return true;
-            if (desc_is(x, k)) {
-                desc_unpack(x, out); /* written meanwhile: that one is right */
-                return true;
-            }
-        }
-    }
+    if (write)
+        return desc_put(b, w, x, out);
     /* a reader that writes nothing: if D_k appeared meanwhile, the bitmap
      * may have moved under the derivation: take D_k */
     x = circuit__ld128_acq(slot);
@@ -632,6 +639,22 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
 }
 
 /* ---- the bitmap and the descriptor after a point ------------------------ */
+
+/* U(k) of a point whose counts are ck, after it appended n results (its
+ * failure last when `failure`): clear the slots of the min(n, window)
+ * newest positions, set its failure's. Nothing for a window of 1. */
+static void upd_make(const circuit_breaker *b, const circuit__cc *ck, uint64_t n, bool failure,
+                     circuit__upd *u)
+{
+    *u = (circuit__upd){0, 0, -1};
+    if (b->window == 1 || n == 0)
+        return;
+    uint32_t m = n >= b->window ? b->window : (uint32_t)n;
+    u->s = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, m));
+    u->m = m;
+    if (failure)
+        u->set = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, 1));
+}
 
 /* U(k) of the word w at point k (no intent), whose counts are ck: from
  * D_{k-1} and what the word says point k appended (d successes, then its
@@ -653,12 +676,7 @@ static bool upd_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc 
     if (!point_successes(w, &prev, &d))
         return false;
     bool x = (w.lo & CIRCUIT__LO_X) != 0;
-    uint64_t n = d + (x ? 1u : 0u);
-    uint32_t m = n >= b->window ? b->window : (uint32_t)n;
-    u->s = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, m));
-    u->m = m;
-    if (x)
-        u->set = circuit__mod_window(b, (uint32_t)circuit__seq_sub(b, ck->seq, 1));
+    upd_make(b, ck, d + (x ? 1u : 0u), x, u);
     return true;
 }
 
@@ -681,25 +699,22 @@ bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c)
     return true;
 }
 
-/* After the CAS that made point k (word w, counts c, which its maker
- * computed): D_k (read X, check the word, CAS X, as a deriver would), then
- * U(k). Anyone else who needs them does the same (closed_help). */
-static void after_point(circuit_breaker *b, circuit__u128 w, const circuit__cc *c)
+/* After the CAS that made point k (word w, counts c, n results appended,
+ * the last a failure when `failure`; all known to its maker): D_k (desc_put,
+ * as a deriver writes it), then U(k) from the same numbers upd_of derives
+ * it from. Anyone else who needs them goes through closed_help. */
+static void after_point(circuit_breaker *b, circuit__u128 w, circuit__cc *c, uint64_t n,
+                        bool failure)
 {
-    uint32_t k = circuit__ck(w.hi);
-    circuit__u128 *slot = &b->desc[k & 1u];
-    circuit__u128 want = desc_pack(c, k);
-    circuit__u128 x = circuit__ld128_acq(slot); /* acquire: before the check below */
-    while (!desc_is(x, k)) {
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
-        if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
-            return; /* moved on: whoever moved it wrote D_k and U(k) first */
-        CIRCUIT__SHARED_RMW();
-        if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
-            break;
-    }
-    circuit__cc tmp;
-    (void)circuit__closed_help(b, w, &tmp);
+    /* acquire: before the check in desc_put */
+    if (!desc_put(b, w, circuit__ld128_acq(&b->desc[circuit__ck(w.hi) & 1u]), c))
+        return; /* moved on: whoever moved it wrote D_k and U(k) first */
+    circuit__upd u;
+    upd_make(b, c, n, failure, &u); /* what upd_of would derive, known here */
+    if (u.m == 0)
+        return;
+    CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
+    upd_apply(b, circuit__ck(w.hi), &u);
 }
 
 /* ---- cells: sum and seal ----------------------------------------------- */
@@ -870,7 +885,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
     if (circuit__core_cas(b, &w, nw)) {
         n.S = 0;
-        after_point(b, nw, &n);
+        after_point(b, nw, &n, d + (failure ? 1u : 0u), failure);
     }
 }
 
@@ -996,7 +1011,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
                 CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
                 if (circuit__core_cas(b, &w, nw)) {
                     n.S = S;
-                    after_point(b, nw, &n);
+                    after_point(b, nw, &n, S - c.S + 1u, true);
                     return CIRCUIT__COUNTED;
                 }
                 continue;
