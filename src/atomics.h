@@ -256,6 +256,22 @@ static inline bool circuit__cas128_sc(circuit__u128 *p, circuit__u128 *expected,
 #endif
 }
 
+/* A hint that this thread is about to write p's cache line: fetch it for
+ * writing (exclusive) now, so a read followed by a CAS of the line costs
+ * one hand-over from another CPU, not two (a shared copy, then its
+ * upgrade). No access, no order: the CPU may ignore it. x86-64 PREFETCHW
+ * (a no-op on CPUs without it), aarch64 PRFM PSTL1KEEP. */
+static inline void circuit__prefetch_w(const void *p)
+{
+#if defined(CIRCUIT__TSAN)
+    (void)p;
+#elif defined(__x86_64__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else /* aarch64 */
+    __asm__ __volatile__("prfm pstl1keep, %0" : : "Q"(*(const char *)p));
+#endif
+}
+
 /* Only before the object is shared (circuit_new). */
 static inline void circuit__st128_init(circuit__u128 *p, circuit__u128 v)
 {

@@ -291,13 +291,23 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
     circuit__ticket *tk = tk_of(t, "circuit_allow");
     circuit__deliver_pending(b); /* O4: before admitting */
 
-    /* acquire: a ticket of this generation must see what the CAS that made
-     * it published */
-    uint64_t seen = circuit__ld128_lo_acq(&b->core);
+    /* The closed mirror (word.h): open for generation g only while the
+     * breaker is closed in g, on a line no failure writes. acquire: a
+     * ticket of this generation must see what the CAS that made it
+     * published (the mirror's set read that CAS's word with acquire). */
+    uint64_t seen = circuit__mirror_ld(b);
     if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
         admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
         return true; /* the fast path: no clock, nothing published */
+    }
+    /* Shut: the state word decides. acquire: as above */
+    seen = circuit__ld128_lo_acq(&b->core);
+    if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
+        CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
+        admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
+        circuit__mirror_set(b); /* closed with the mirror shut: open it (no intent) */
+        return true;
     }
     bool admitted = circuit__code(seen) == CIRCUIT__ST_ISOLATED
                         ? refuse(b, tk, rej, CIRCUIT_ISOLATED, 0)

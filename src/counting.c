@@ -845,6 +845,8 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     circuit__cc c;
     if (!circuit__closed_help(b, wi, &c))
         return;
+    /* the closed mirror leaves (g, e) before the seals do (word.h) */
+    circuit__mirror_shut(b, wi);
     uint64_t S;
     if (!cells_seal(b, wi, &S))
         return;
@@ -886,6 +888,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     if (circuit__core_cas(b, &w, nw)) {
         n.S = 0;
         after_point(b, nw, &n, d + (failure ? 1u : 0u), failure);
+        circuit__mirror_set(b); /* open for the new epoch */
     }
 }
 
@@ -907,6 +910,9 @@ static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const ui
         if (!circuit__core_cas(b, w, wi))
             return false;
         *w = wi;
+        /* at once (complete shuts it too): the calls that follow read the
+         * word, see the intent and help complete it (L1) */
+        circuit__mirror_shut(b, wi);
         CIRCUIT__HOOK(CIRCUIT_TP_INTENT_MADE);
     }
     circuit__complete(b, *w, now, have_now, call_ctx);
@@ -920,8 +926,29 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
     int64_t now = 0;
     bool have_now = false;
     uint64_t *cell = &circuit__my_cpu(b)->cell;
-    /* acquire: the epoch's cells as its start left them */
+    /* The closed mirror (word.h): open for (gen, e) only while the word is
+     * closed in gen, epoch e, and the cell of e is sealed before e ends. So
+     * an unsealed cell of e counts the success in gen without reading the
+     * word, whose line every failure takes. acquire: the epoch's cells as
+     * its start left them. */
+    uint64_t m = circuit__mirror_ld(b);
+    if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen) {
+        uint32_t epoch = circuit__cepoch(m);
+        uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
+        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
+        while (cell_epoch(v) == epoch && !(v & CELL_SEALED) && cell_count(v) < CELL_COUNT_MAX) {
+            /* relaxed: a seal is an RMW on this cell, so it reads this
+             * count or makes this CAS fail */
+            if (circuit__cas_rlx(cell, &v, v + 1))
+                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
+        }
+    }
+    /* The mirror shut, or the cell sealed, of another epoch or at its
+     * limit: the state word decides (below). acquire: as above */
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
+    if (circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE &&
+        circuit__mirror_of(lo) != m)
+        circuit__mirror_set(b);
     for (;;) {
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE; /* T2 (a closed ticket's generation was closed) */
@@ -969,6 +996,9 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
 circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
                                                bool *have_now, void *call_ctx)
 {
+    /* the exact point CASes the state word's line: fetch it for writing
+     * once, not shared and then again for the CAS */
+    circuit__prefetch_w(&b->core);
     circuit__u128 w = circuit__ld128_acq(&b->core); /* acquire: table core */
     for (;;) {
         if (circuit__gen(w.lo) != gen || circuit__code(w.lo) != CIRCUIT__ST_CLOSED)

@@ -108,6 +108,11 @@ enum circuit__total {
  *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
  *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
  *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
+ * mirror         circuit__mirror_set: after a clean circuit_allow, closed_success   set: read mirror, then core (both
+ *  {lo, version}  closed core read (cas128_sc,       (ld128_lo_acq: the fast    acquire), CAS from the mirror read;
+ *                 one try); circuit__mirror_shut:    path), mirror_set/shut     shut: after reading core's intent,
+ *                 an intent's completer, before      (ld128_acq)                before its seals and its CAS out of
+ *                 its seals (cas128_sc)                                         (g, e). Versions only grow (word.h)
  * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
@@ -188,6 +193,10 @@ struct circuit_breaker {
     uint64_t probe_scans;                  /* timeout scans running now */
     uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
     circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
+    /* read on every call while closed, written when a closed epoch starts
+     * or ends (word.h, THE CLOSED MIRROR): on this line, which no thread
+     * writes while the breaker is closed */
+    circuit__u128 mirror;                  /* {closed gen|epoch, or shut, version} */
 
     /* written when transitions are made, folds finish and probes time out */
     _Alignas(64) uint64_t pending;         /* published and not yet delivered */

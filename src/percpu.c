@@ -16,6 +16,9 @@ void circuit__pcpu_init(circuit_breaker *b)
     circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
     circuit__st128_init(&b->core, (circuit__u128){circuit__mkclo(0, 0, false, false, 0),
                                                   circuit__mkchi(0, 0)});
+    /* the closed mirror (word.h), open for that state, version 0 */
+    circuit__st128_init(&b->mirror,
+                        (circuit__u128){circuit__mirror_of(circuit__mkclo(0, 0, false, false, 0)), 0});
 }
 
 uint32_t circuit__fresh_epoch(circuit_breaker *b)

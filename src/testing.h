@@ -53,6 +53,10 @@ typedef enum circuit_test_point {
                                        * the counts are derived from the descriptor and bitmap */
     CIRCUIT_TP_CLOSED_START_BEFORE_BITS, /* a transition into closed: the word checked, before
                                           * the CAS emptying a word of the closed bitmap */
+    CIRCUIT_TP_MIRROR_BEFORE_SET,     /* the closed mirror: the mirror, then the word (closed,
+                                       * no intent) read, before the CAS that sets it */
+    CIRCUIT_TP_MIRROR_BEFORE_SHUT,    /* an intent's completer: the word checked, before the
+                                       * CAS that shuts the closed mirror */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

@@ -171,6 +171,8 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     if (!circuit__core_cas(b, c, nw))
         return false;
     *c = nw;
+    if (to == CIRCUIT_CLOSED)
+        circuit__mirror_set(b); /* open for the new closed state (word.h) */
     gen64_raise(b, g64);
     circuit__faa_rlx(&b->transitions, 1); /* relaxed: a total */
     circuit__publish(b, &tr, call_ctx);

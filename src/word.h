@@ -177,6 +177,62 @@ static inline circuit__u128 *circuit__cbits(const circuit_breaker *b, uint32_t j
 }
 static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32_t)((uint32_t)tag - k) < 0; }
 
+/* ---- the closed mirror ----------------------------------------------------
+ *
+ * THE CLOSED MIRROR (b->mirror, 16 bytes {lo, version}; word.c) lets a
+ * closed call learn the state without reading the state word, whose line
+ * every failure's exact point takes (docs/CONTRACT.md L6, L8 as amended in
+ * 0.3). Its lo is either OPEN FOR (g, e): a closed word's state, generation
+ * tag g and epoch e, nothing else (circuit__mirror_of), or SHUT: the same
+ * with state code 0, naming the (g, e) it was shut for (or none).
+ *
+ * THE RULE: while the mirror is open for (g, e), the state word is closed in
+ * generation g, epoch e. The state word leaves (g, e) only by completing an
+ * intent (counting.c), and every completer shuts the mirror for (g, e)
+ * before its seals and its CAS out of (g, e). So a call that reads the
+ * mirror open for (g, e) reads it while the breaker is closed in g:
+ * circuit_allow admits on it, and closed_success counts on its CPU's cell
+ * of epoch e (the cell is sealed before the epoch ends, counting.c).
+ *
+ * circuit__mirror_set (anyone, after the state word was seen closed with no
+ * intent): read the mirror m, THEN read the state word w (both acquire);
+ * if w is closed with no intent and m is not open for w's (g, e), one CAS
+ * m -> {open for (g, e), m.version + 1}.
+ * circuit__mirror_shut (a completer of an intent word wi): read the mirror
+ * m; unless m already is shut for wi's (g, e), CAS m -> {shut for (g, e),
+ * m.version + 1}, retried while the state word still holds wi.
+ *
+ * Why the rule holds: every change of the mirror raises its version, so a
+ * set CASes only from the very value it read before it read the word. Take
+ * a set that opens the mirror for (g, e) and a completer C that leaves
+ * (g, e). C's shut is in the mirror's order either after the set (then the
+ * mirror is shut before C's CAS out of (g, e)) or before it: then the set's
+ * read of the mirror read C's shut or a later value, so (acquire, release)
+ * its read of the word came after C's read of the intent, and it found the
+ * intent or a later word, never (g, e) without an intent: (g, e) with no
+ * intent does not come back (an epoch id is used once; 27 bits, as for the
+ * cells). The shut never skips: it writes even when the mirror is shut
+ * already for another (g, e), so a set that read that value fails. A shut
+ * by a stopped completer cannot shut a later epoch's mirror: its CAS is
+ * from a mirror value it read before checking the word still holds wi, and
+ * a mirror set for a later epoch was set after the word left wi. Checked
+ * by tests/model/spin/mirror.pml and the stopped-thread tests at
+ * CIRCUIT_TP_MIRROR_BEFORE_SET and _SHUT.
+ */
+static inline uint64_t circuit__mirror_of(uint64_t closed_lo)
+{
+    return closed_lo & (UINT64_C(3) | (CIRCUIT__GEN_MASK << 2) | (CIRCUIT__EPOCH_MASK << 32));
+}
+/* The mirror's lo: closed in the generation and epoch it names, or shut
+ * (state code 0). acquire: what the CAS that set it published (the set's
+ * acquire of the state word came before it). */
+static inline uint64_t circuit__mirror_ld(const circuit_breaker *b)
+{
+    return circuit__ld128_lo_acq(&b->mirror);
+}
+void circuit__mirror_set(circuit_breaker *b);
+void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi);
+
 /* The successes ledger's key for the epoch a closed word names: {gen tag,
  * epoch id} (bit 31 set, so that no key is the ledger's initial 0), written
  * by counting.c and compared by it and by stats. */
