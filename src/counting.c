@@ -111,7 +111,10 @@
  * INTENTS (a trip, an isolate, a cell at its limit, S too large for the
  * word): the epoch must end, so that no success counts into it after the
  * counts are fixed (C4, T2). The caller CASes w to w + intent (nothing else
- * changes), then anyone who sees the intent COMPLETES it, the same way:
+ * changes) and shuts the closed mirror at once (so that the calls after it
+ * read the word and help), then anyone who sees the intent COMPLETES it,
+ * the same way:
+ *   0. shut the closed mirror for w's (gen, epoch) (word.h);
  *   a. seal every cell of the epoch (a cell of another epoch holds nothing
  *      of this one: it is sealed empty, only while the word still holds the
  *      intent: read X, check, CAS X);
@@ -120,12 +123,18 @@
  *   d. FAILURE: trip(C')? ISOLATE: to isolated. Else the point stays closed;
  *   e. add S to the successes ledger once per epoch (M1);
  *   f. ONE CAS from the intent word to the new state (a transition with
- *      final counts C'), or to {k + 1, a fresh epoch, F, d = S - S_k}.
+ *      final counts C'), or to {k + 1, a fresh epoch, F, d = S - S_k},
+ *      after which the winner sets the closed mirror for the fresh epoch.
  * Every completer computes the same decision (policies are pure, L4), so a
  * thread stopped anywhere stops nobody (L1); only the clock reading and the
  * call_ctx of the completer that wins may differ.
  *
- * A SUCCESS (closed, from the word's low half lo: gen, epoch e, intent):
+ * A SUCCESS first reads the closed mirror (word.h), on a line no failure
+ * writes: open for (its gen, e) and its CPU's cell {unsealed, e, n below
+ * the limit}: CAS to n + 1, counted, without reading the word (the mirror
+ * is shut before e ends, and the cell is sealed before e ends). Otherwise
+ * it goes by the word's low half lo (gen, epoch e, intent), and sets the
+ * mirror if lo is closed with no intent and the mirror did not say so:
  *   - wrong generation: late (T2);  intent set: complete it, start again;
  *   - its CPU's cell {unsealed, e, n}: CAS to n + 1: counted;
  *   - {sealed, e}: an intent is being completed: complete it, start again;
