@@ -274,9 +274,9 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
  *  call (circuit_allow, circuit_done, circuit_isolate, circuit_reset) that
  *  made the transition, also when another thread finished it (a trip or an
  *  isolate from closed is an intent any thread may finish, L1; its maker's
- *  call_ctx goes with it). Only when two calls race to make an intent at the
- *  same exact point may the loser's call_ctx (same kind) or the finisher's
- *  be given instead (O6).
+ *  call_ctx goes with it). Only when two calls of the same kind (two
+ *  failing calls, two isolates) race to make an intent at the same exact
+ *  point may the loser's call_ctx be given instead (O6).
  *  `t` is valid only during the call. It runs on whichever thread delivers:
  *  the thread that made the transition, unless another thread is delivering
  *  at the time (that one delivers it) or an EARLIER transition is still being

@@ -819,9 +819,21 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 /* Who made an intent (O6): its maker's call_ctx, keyed by the intent it
  * was made for, {gen tag, kind, k}, written before the intent's CAS, which
  * publishes it. Whoever completes the intent (L1: any thread) gives
- * observe that call_ctx, not its own. Makers that lose the race for the
- * same point may write after the winner: a completer that finds another
- * key there gives its own call_ctx (the 0.3 behaviour before this slot). */
+ * observe that call_ctx, not its own. One record per kind that makes a
+ * transition (a failure's trip, an operator's isolate; a fold makes none
+ * and writes none), so a maker of one kind never overwrites the other's:
+ * an isolate racing a request's trip at the same point keeps the
+ * operator's call_ctx. Makers of the same kind that lose the race for the
+ * same point may still write after the winner (two failing calls at one
+ * point: the call_ctx given is then the loser's, another failing call of
+ * the same breaker); a completer that finds another key gives its own. */
+static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u128 wi)
+{
+    /* the records are shared and atomic: a const breaker still names them */
+    return (circuit__u128 *)(uintptr_t)&b->intent_ctx[circuit__cintent(wi.lo) ==
+                                                       CIRCUIT__INTENT_ISOLATE];
+}
+
 static inline uint64_t intent_key(circuit__u128 wi)
 {
     return ((uint64_t)circuit__gen(wi.lo) << 34) | ((uint64_t)circuit__cintent(wi.lo) << 32) |
@@ -830,17 +842,20 @@ static inline uint64_t intent_key(circuit__u128 wi)
 
 static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
 {
+    if (circuit__cintent(wi.lo) == CIRCUIT__INTENT_FOLD)
+        return; /* a fold makes no transition: nothing to observe */
+    circuit__u128 *rec = intent_ctx_of(b, wi);
     circuit__u128 want = {(uint64_t)(uintptr_t)call_ctx, intent_key(wi)};
-    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx); /* acquire: table intent_ctx */
+    circuit__u128 x = circuit__ld128_acq(rec); /* acquire: table intent_ctx */
     /* sc: any value may be replaced; the intent CAS after it publishes it */
-    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(&b->intent_ctx, &x, want))
+    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(rec, &x, want))
         ;
 }
 
 static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *own)
 {
     /* acquire: after the caller's acquire of the intent word (table intent_ctx) */
-    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx);
+    circuit__u128 x = circuit__ld128_acq(intent_ctx_of(b, wi));
     return x.hi == intent_key(wi) ? (void *)(uintptr_t)x.lo : own;
 }
 
@@ -916,6 +931,7 @@ static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const ui
             wi.hi = circuit__mkchi(circuit__ck(w->hi), *asked_S);
         }
         intent_ctx_put(b, wi, call_ctx);
+        CIRCUIT__HOOK(CIRCUIT_TP_INTENT_BEFORE_CAS);
         if (!circuit__core_cas(b, w, wi))
             return false;
         *w = wi;

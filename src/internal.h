@@ -123,7 +123,7 @@ enum circuit__total {
  *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
  *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
  *                                                                              restarts), so no CAS finds an old X
- * intent_ctx     an intent's maker, before its       completers (ld128_acq,     the intent's CAS (sc) publishes it;
+ * intent_ctx[2] an intent's maker, before its       completers (ld128_acq,     the intent's CAS (sc) publishes it;
  *  {ctx, key}    intent CAS (cas128_sc from any      after their acquire of     a key {gen, kind, k} other than the
  *                value: last writer wins)            the intent word)           intent's: a loser's, use one's own
  * k_next         transition out of closed, before   transition into closed     read X, check core is the closed state
@@ -210,7 +210,8 @@ struct circuit_breaker {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     uint64_t k_next;                       /* the next closed state's first point k0 */
-    circuit__u128 intent_ctx;              /* {call_ctx, key}: who made the newest intent (O6) */
+    circuit__u128 intent_ctx[2];           /* {call_ctx, key}: who made the newest trip [0] and
+                                            * isolate [1] intent (O6) */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */
