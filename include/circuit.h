@@ -528,6 +528,9 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * admitted = successes + failures + ignored + late + released + (tickets
  * still live). Cost: O(CPUs) loads, in one pass that is never started again
  * however fast other threads count results (writers cannot starve it).
+ * Only an open state is read again, when a transition lands between its
+ * word and the clock read that decides open or half-open (lock-free: each
+ * new pass follows another thread's transition).
  * Thread-safe; may run inside observe.
  * Aborts: @b or @out is NULL; @b not built by circuit_new.
  */

@@ -500,10 +500,21 @@ circuit_state circuit_get_state(const circuit_breaker *b)
     circuit__check_breaker(b, "circuit_get_state");
     /* acquire, and a pair the word really held: hi is this open state's end */
     circuit__u128 c = circuit__ld128_acq(&b->core);
-    unsigned code = circuit__code(c.lo);
-    if (code != CIRCUIT__ST_OPEN)
-        return circuit__pub_state(code);
-    return circuit__open_over(c.hi, circuit__now()) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
+    for (;;) {
+        unsigned code = circuit__code(c.lo);
+        if (code != CIRCUIT__ST_OPEN)
+            return circuit__pub_state(code);
+        CIRCUIT__HOOK(CIRCUIT_TP_STATE_READ);
+        int64_t now = circuit__now();
+        /* Open: the answer is for the moment of the clock read, so the
+         * word must still be this open state after it (a reset and a
+         * clock past the old end would otherwise report a half-open that
+         * never was, S5). acquire: table core */
+        circuit__u128 again = circuit__ld128_acq(&b->core);
+        if (again.lo == c.lo && again.hi == c.hi)
+            return circuit__open_over(c.hi, now) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
+        c = again; /* a transition was made meanwhile: read again (lock-free) */
+    }
 }
 
 /* ---- test-only seam ------------------------------------------------------------ */

@@ -823,10 +823,12 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
  * transition (a failure's trip, an operator's isolate; a fold makes none
  * and writes none), so a maker of one kind never overwrites the other's:
  * an isolate racing a request's trip at the same point keeps the
- * operator's call_ctx. Makers of the same kind that lose the race for the
- * same point may still write after the winner (two failing calls at one
- * point: the call_ctx given is then the loser's, another failing call of
- * the same breaker); a completer that finds another key gives its own. */
+ * operator's call_ctx. A maker never replaces a record of a later point
+ * (it read a word that moved on: its intent CAS will fail). Makers of the
+ * same kind that lose the race for the same point may still write after
+ * the winner (two failing calls at one point: the call_ctx given is then
+ * the loser's, another failing call of the same breaker); a completer that
+ * finds another key gives its own. */
 static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u128 wi)
 {
     /* the records are shared and atomic: a const breaker still names them */
@@ -847,9 +849,17 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
     circuit__u128 *rec = intent_ctx_of(b, wi);
     circuit__u128 want = {(uint64_t)(uintptr_t)call_ctx, intent_key(wi)};
     circuit__u128 x = circuit__ld128_acq(rec); /* acquire: table intent_ctx */
-    /* sc: any value may be replaced; the intent CAS after it publishes it */
-    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(rec, &x, want))
-        ;
+    while (x.lo != want.lo || x.hi != want.hi) {
+        /* A record of a later point (k only grows, never restarts) is a
+         * newer maker's: ours was computed from a word that has moved on,
+         * its intent CAS will fail, and it must not hide the newer one */
+        if (x.hi != 0 && (int32_t)((uint32_t)x.hi - circuit__ck(wi.hi)) > 0)
+            return;
+        /* sc: an older or same-point record may be replaced; the intent
+         * CAS after it publishes it */
+        if (circuit__cas128_sc(rec, &x, want))
+            return;
+    }
 }
 
 static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *own)

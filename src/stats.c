@@ -28,6 +28,8 @@
  *     snapshot is the new word, with the counts of its exact point (made
  *     during this call: a value the counts held).
  */
+#include <string.h>
+
 #include "counting.h"
 #include "percpu.h"
 #include "probes.h"
@@ -38,7 +40,9 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     if (!out)
         circuit__abort("circuit_get_stats: out is NULL");
 
-    circuit_stats s = {0};
+    circuit_stats s;
+again:
+    memset(&s, 0, sizeof s);
 #ifdef CIRCUIT_TESTING
     circuit__test_count_stats_pass();
 #endif
@@ -100,6 +104,15 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     s.generation = circuit__gen_widen(b, tag);
     if (code == CIRCUIT__ST_OPEN) {
         int64_t now = circuit__now();
+        /* The state reported is for the moment of the clock read: the word
+         * must still be this open state after it, or a reset and a clock
+         * past the old end would report a half-open that never was (M1).
+         * A transition was made meanwhile: read again, which is lock-free
+         * (each retry follows another thread's transition). acquire: table
+         * core */
+        circuit__u128 w = circuit__ld128_acq(&b->core);
+        if (w.lo != c.lo || w.hi != c.hi)
+            goto again;
         if (circuit__open_over(c.hi, now)) {
             /* what circuit_get_state reports: half-open, not yet made */
             s.state = CIRCUIT_HALF_OPEN;

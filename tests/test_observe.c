@@ -975,3 +975,77 @@ Test(observe, O6_an_isolate_racing_a_trip_at_the_same_point_carries_the_operator
                                             : "another call");
     fx_free(&f);
 }
+
+/* A maker whose word moved on must not replace a newer maker's record: an
+ * operator's isolate A reads the closed word at point k and stops before
+ * making its intent; a failure (no trip) makes point k + 1; a second
+ * isolate B makes its intent at k + 1 and stops right after. A then goes on:
+ * its record is for k, its intent's CAS fails, and it finishes B's isolate.
+ * observe must get B's call_ctx (B's isolate made the transition; A answers
+ * EALREADY). Before the fix A's stale record replaced B's, and A, finishing
+ * B's intent, gave its own (found by an adversarial review). */
+static sem_t st_a_stopped, st_a_go, st_b_stopped, st_b_go;
+static atomic_bool st_a_armed, st_b_armed;
+static _Thread_local int st_role; /* 1: A, 2: B */
+
+static void st_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (st_role == 1 && p == CIRCUIT_TP_OPERATOR_BEFORE_CAS && atomic_exchange(&st_a_armed, false)) {
+        sem_post(&st_a_stopped);
+        xk_wait(&st_a_go);
+    } else if (st_role == 2 && p == CIRCUIT_TP_INTENT_MADE && atomic_exchange(&st_b_armed, false)) {
+        sem_post(&st_b_stopped);
+        xk_wait(&st_b_go);
+    }
+}
+
+typedef struct st_isolator {
+    fx *f;
+    void *ctx;
+    int role;
+    int rc;
+} st_isolator;
+
+static void *st_isolate(void *arg)
+{
+    st_isolator *s = arg;
+    st_role = s->role;
+    s->rc = circuit_isolate(s->f->b, s->ctx);
+    return NULL;
+}
+
+Test(observe, O6_a_maker_whose_word_moved_on_never_hides_the_newer_makers_ctx)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0; /* never trips */
+    fx_build(&f);
+    int a_ctx, b_ctx;
+    sem_init(&st_a_stopped, 0, 0);
+    sem_init(&st_a_go, 0, 0);
+    sem_init(&st_b_stopped, 0, 0);
+    sem_init(&st_b_go, 0, 0);
+    atomic_store(&st_a_armed, true);
+    atomic_store(&st_b_armed, true);
+    circuit_test_set_hook(st_hook, NULL);
+    st_isolator a = {&f, &a_ctx, 1, -1}, bi = {&f, &b_ctx, 2, -1};
+    pthread_t ta, tb;
+    cr_assert_eq(pthread_create(&ta, NULL, st_isolate, &a), 0);
+    xk_wait(&st_a_stopped); /* A read the word at point k */
+    cr_assert(fx_call(&f, RS_FAIL)); /* point k + 1 */
+    cr_assert_eq(pthread_create(&tb, NULL, st_isolate, &bi), 0);
+    xk_wait(&st_b_stopped); /* B's intent at k + 1 is in the word */
+    sem_post(&st_a_go);
+    pthread_join(ta, NULL);
+    sem_post(&st_b_go);
+    pthread_join(tb, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    cr_assert_eq(f.log.n, 1);
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_ISOLATED, 1);
+    cr_assert_eq(f.log.ctx[0], &b_ctx, "O6: observe got %s's call_ctx",
+                 f.log.ctx[0] == &a_ctx ? "the stale maker" : "another call");
+    cr_assert(a.rc == EALREADY && bi.rc == 0, "A %d, B %d", a.rc, bi.rc);
+    fx_free(&f);
+}

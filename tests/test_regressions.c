@@ -319,3 +319,67 @@ Test(regressions, M1_a_reader_whose_closed_state_ends_mid_read_reports_only_coun
     }
     fx_free(&f);
 }
+
+/* ---- a pure read stopped between the open word and the clock ------------- */
+
+/* The breaker is open until T0 + OPEN_FOR. A reader reads the open word and
+ * stops before it reads the clock; meanwhile an operator resets the breaker
+ * (closed, generation 2) and the clock passes the old end. The reader then
+ * goes on. The open state ended before its period did, so "half-open" was
+ * never true during the call: the reader must report closed (the word as it
+ * is now). Before the fix, get_state and get_stats answered from the stale
+ * word and the new clock: half-open, and get_stats generation 2 (found by
+ * an adversarial review; S5, M1). */
+typedef struct open_reader {
+    fx *f;
+    circuit_state state;
+    circuit_stats stats;
+    bool use_stats;
+} open_reader;
+
+static void *open_read(void *arg)
+{
+    open_reader *r = arg;
+    park_me_at(r->use_stats ? CIRCUIT_TP_STATS_READ : CIRCUIT_TP_STATE_READ);
+    if (r->use_stats)
+        circuit_get_stats(r->f->b, &r->stats);
+    else
+        r->state = circuit_get_state(r->f->b);
+    return NULL;
+}
+
+static void open_read_run(bool use_stats)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    cr_assert(fx_call(&f, RS_FAIL)); /* generation 1: open until T0 + OPEN_FOR */
+    park_setup();
+    open_reader r = {&f, CIRCUIT_OPEN, {0}, use_stats};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, open_read, &r), 0);
+    park_wait(); /* it read the open word */
+    cr_assert_eq(circuit_reset(f.b, NULL), 0); /* generation 2: closed */
+    circuit_test_clock_set(T0 + 2 * OPEN_FOR);
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    circuit_state got = use_stats ? r.stats.state : r.state;
+    cr_assert_eq(got, CIRCUIT_CLOSED, "reported %s: a half-open that never was",
+                 circuit_state_name(got));
+    if (use_stats)
+        cr_assert_eq(r.stats.generation, 2);
+    fx_free(&f);
+}
+
+Test(regressions, S5_a_state_read_stopped_before_its_clock_read_reports_no_half_open_that_never_was)
+{
+    open_read_run(false);
+}
+
+Test(regressions, M1_a_stats_read_stopped_before_its_clock_read_reports_no_half_open_that_never_was)
+{
+    open_read_run(true);
+}
