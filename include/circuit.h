@@ -274,9 +274,9 @@ typedef circuit_outcome (*circuit_classify_fn)(void *arg, void *call_ctx, int re
  *  call (circuit_allow, circuit_done, circuit_isolate, circuit_reset) that
  *  made the transition, also when another thread finished it (a trip or an
  *  isolate from closed is an intent any thread may finish, L1; its maker's
- *  call_ctx goes with it). Only when two calls race to make an intent at the
- *  same exact point may the loser's call_ctx (same kind) or the finisher's
- *  be given instead (O6).
+ *  call_ctx goes with it). Only when two calls of the same kind (two
+ *  failing calls, two isolates) race to make an intent at the same exact
+ *  point may the loser's call_ctx be given instead (O6).
  *  `t` is valid only during the call. It runs on whichever thread delivers:
  *  the thread that made the transition, unless another thread is delivering
  *  at the time (that one delivers it) or an EARLIER transition is still being
@@ -544,7 +544,10 @@ CIRCUIT_API void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
  * returns 0. While isolated every circuit_allow is rejected with
  * {CIRCUIT_ISOLATED, 0}, no policy is asked, no time-driven change happens,
  * and results of tickets admitted before are late (circuit_done returns
- * false). Already isolated: returns EALREADY and changes nothing.
+ * false). Already isolated: returns EALREADY and changes nothing. The
+ * time-driven changes that fell due are made first (an open period that is
+ * over: open -> half-open, cause CIRCUIT_CAUSE_TIMER, then half-open ->
+ * isolated), as are a trip or isolate another call started (L1).
  * Thread-safe and lock-free: may run on any thread while traffic flows, and
  * inside observe (its transition is then delivered after observe returns).
  * Delivers pending transitions before returning, like circuit_done.
@@ -560,8 +563,13 @@ CIRCUIT_API int circuit_isolate(circuit_breaker *b, void *call_ctx);
  * @call_ctx: given to observe with the transition this call makes.
  * From open, half-open or isolated: makes the transition to CIRCUIT_CLOSED
  * (cause CIRCUIT_CAUSE_OPERATOR) and returns 0; outstanding probes become
- * late. Already closed: returns EALREADY and changes nothing. The next
- * open period is then a trip from closed (circuit_open_info.reopens = 0).
+ * late. Already closed: returns EALREADY and changes nothing; a trip
+ * another call has decided but not yet finished is finished first (the
+ * breaker opens, then this call closes it and returns 0). The time-driven
+ * changes that fell due are made first too (an open period that is over:
+ * open -> half-open, cause CIRCUIT_CAUSE_TIMER, then half-open -> closed).
+ * The next open period is then a trip from closed
+ * (circuit_open_info.reopens = 0).
  * Thread-safety as circuit_isolate.
  * Aborts: @b is NULL or not built by circuit_new; probe returned an invalid
  * state, or open_for a period <= 0, while this call made the time-driven

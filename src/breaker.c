@@ -440,6 +440,15 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
     int rc = 0;
     for (;;) {
         unsigned code = circuit__code(c.lo);
+        if (code == CIRCUIT__ST_CLOSED && circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
+            /* a trip, isolate or fold another call started: finish it
+             * first (L1), then decide from the state it leaves (a reset
+             * racing a trip's intent resets the open breaker, OP2) */
+            bool have_now = true;
+            circuit__complete(b, c, &now, &have_now, call_ctx);
+            c = circuit__ld128_acq(&b->core); /* acquire: table core */
+            continue;
+        }
         if (code == already) {
             rc = EALREADY;
             break;
@@ -448,12 +457,6 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             /* isolate from closed: an intent; the cells are sealed and the
              * final counts are exact (C4, L6) */
             CIRCUIT__HOOK(CIRCUIT_TP_OPERATOR_BEFORE_CAS);
-            if (circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
-                bool have_now = true;
-                circuit__complete(b, c, &now, &have_now, call_ctx);
-                c = circuit__ld128_acq(&b->core); /* acquire: table core */
-                continue;
-            }
             if (circuit__closed_isolate(b, &c, now, call_ctx))
                 break;
             continue;

@@ -111,7 +111,10 @@
  * INTENTS (a trip, an isolate, a cell at its limit, S too large for the
  * word): the epoch must end, so that no success counts into it after the
  * counts are fixed (C4, T2). The caller CASes w to w + intent (nothing else
- * changes), then anyone who sees the intent COMPLETES it, the same way:
+ * changes) and shuts the closed mirror at once (so that the calls after it
+ * read the word and help), then anyone who sees the intent COMPLETES it,
+ * the same way:
+ *   0. shut the closed mirror for w's (gen, epoch) (word.h);
  *   a. seal every cell of the epoch (a cell of another epoch holds nothing
  *      of this one: it is sealed empty, only while the word still holds the
  *      intent: read X, check, CAS X);
@@ -120,12 +123,18 @@
  *   d. FAILURE: trip(C')? ISOLATE: to isolated. Else the point stays closed;
  *   e. add S to the successes ledger once per epoch (M1);
  *   f. ONE CAS from the intent word to the new state (a transition with
- *      final counts C'), or to {k + 1, a fresh epoch, F, d = S - S_k}.
+ *      final counts C'), or to {k + 1, a fresh epoch, F, d = S - S_k},
+ *      after which the winner sets the closed mirror for the fresh epoch.
  * Every completer computes the same decision (policies are pure, L4), so a
  * thread stopped anywhere stops nobody (L1); only the clock reading and the
  * call_ctx of the completer that wins may differ.
  *
- * A SUCCESS (closed, from the word's low half lo: gen, epoch e, intent):
+ * A SUCCESS first reads the closed mirror (word.h), on a line no failure
+ * writes: open for (its gen, e) and its CPU's cell {unsealed, e, n below
+ * the limit}: CAS to n + 1, counted, without reading the word (the mirror
+ * is shut before e ends, and the cell is sealed before e ends). Otherwise
+ * it goes by the word's low half lo (gen, epoch e, intent), and sets the
+ * mirror if lo is closed with no intent and the mirror did not say so:
  *   - wrong generation: late (T2);  intent set: complete it, start again;
  *   - its CPU's cell {unsealed, e, n}: CAS to n + 1: counted;
  *   - {sealed, e}: an intent is being completed: complete it, start again;
@@ -810,9 +819,21 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 /* Who made an intent (O6): its maker's call_ctx, keyed by the intent it
  * was made for, {gen tag, kind, k}, written before the intent's CAS, which
  * publishes it. Whoever completes the intent (L1: any thread) gives
- * observe that call_ctx, not its own. Makers that lose the race for the
- * same point may write after the winner: a completer that finds another
- * key there gives its own call_ctx (the 0.3 behaviour before this slot). */
+ * observe that call_ctx, not its own. One record per kind that makes a
+ * transition (a failure's trip, an operator's isolate; a fold makes none
+ * and writes none), so a maker of one kind never overwrites the other's:
+ * an isolate racing a request's trip at the same point keeps the
+ * operator's call_ctx. Makers of the same kind that lose the race for the
+ * same point may still write after the winner (two failing calls at one
+ * point: the call_ctx given is then the loser's, another failing call of
+ * the same breaker); a completer that finds another key gives its own. */
+static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u128 wi)
+{
+    /* the records are shared and atomic: a const breaker still names them */
+    return (circuit__u128 *)(uintptr_t)&b->intent_ctx[circuit__cintent(wi.lo) ==
+                                                       CIRCUIT__INTENT_ISOLATE];
+}
+
 static inline uint64_t intent_key(circuit__u128 wi)
 {
     return ((uint64_t)circuit__gen(wi.lo) << 34) | ((uint64_t)circuit__cintent(wi.lo) << 32) |
@@ -821,17 +842,20 @@ static inline uint64_t intent_key(circuit__u128 wi)
 
 static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
 {
+    if (circuit__cintent(wi.lo) == CIRCUIT__INTENT_FOLD)
+        return; /* a fold makes no transition: nothing to observe */
+    circuit__u128 *rec = intent_ctx_of(b, wi);
     circuit__u128 want = {(uint64_t)(uintptr_t)call_ctx, intent_key(wi)};
-    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx); /* acquire: table intent_ctx */
+    circuit__u128 x = circuit__ld128_acq(rec); /* acquire: table intent_ctx */
     /* sc: any value may be replaced; the intent CAS after it publishes it */
-    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(&b->intent_ctx, &x, want))
+    while ((x.lo != want.lo || x.hi != want.hi) && !circuit__cas128_sc(rec, &x, want))
         ;
 }
 
 static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *own)
 {
     /* acquire: after the caller's acquire of the intent word (table intent_ctx) */
-    circuit__u128 x = circuit__ld128_acq(&b->intent_ctx);
+    circuit__u128 x = circuit__ld128_acq(intent_ctx_of(b, wi));
     return x.hi == intent_key(wi) ? (void *)(uintptr_t)x.lo : own;
 }
 
@@ -907,6 +931,7 @@ static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const ui
             wi.hi = circuit__mkchi(circuit__ck(w->hi), *asked_S);
         }
         intent_ctx_put(b, wi, call_ctx);
+        CIRCUIT__HOOK(CIRCUIT_TP_INTENT_BEFORE_CAS);
         if (!circuit__core_cas(b, w, wi))
             return false;
         *w = wi;

@@ -108,11 +108,12 @@ enum circuit__total {
  *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
  *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
  *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
- * mirror         circuit__mirror_set: after a clean circuit_allow, closed_success   set: read mirror, then core (both
- *  {lo, version}  closed core read (cas128_sc,       (ld128_lo_acq: the fast    acquire), CAS from the mirror read;
- *                 one try); circuit__mirror_shut:    path), mirror_set/shut     shut: after reading core's intent,
- *                 an intent's completer, before      (ld128_acq)                before its seals and its CAS out of
- *                 its seals (cas128_sc)                                         (g, e). Versions only grow (word.h)
+ * mirror         circuit__mirror_set: a closed      circuit_allow, closed_     set: read the mirror, then core
+ *  {lo, version} word read with no intent, the      success (ld128_lo_acq:     (both acquire), CAS from the value
+ *                transition into closed, a fresh    the fast path); set and    read: a version changed since fails;
+ *                epoch (cas128_sc, one try);        shut (ld128_acq)           shut: after the intent is seen,
+ *                circuit__mirror_shut: an intent's                             before the seals and the CAS out of
+ *                maker and completers (cas128_sc)                              (g, e); re-checks core (word.h)
  * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
@@ -122,7 +123,7 @@ enum circuit__total {
  *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
  *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
  *                                                                              restarts), so no CAS finds an old X
- * intent_ctx     an intent's maker, before its       completers (ld128_acq,     the intent's CAS (sc) publishes it;
+ * intent_ctx[2] an intent's maker, before its       completers (ld128_acq,     the intent's CAS (sc) publishes it;
  *  {ctx, key}    intent CAS (cas128_sc from any      after their acquire of     a key {gen, kind, k} other than the
  *                value: last writer wins)            the intent word)           intent's: a loser's, use one's own
  * k_next         transition out of closed, before   transition into closed     read X, check core is the closed state
@@ -209,7 +210,8 @@ struct circuit_breaker {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     uint64_t k_next;                       /* the next closed state's first point k0 */
-    circuit__u128 intent_ctx;              /* {call_ctx, key}: who made the newest intent (O6) */
+    circuit__u128 intent_ctx[2];           /* {call_ctx, key}: who made the newest trip [0] and
+                                            * isolate [1] intent (O6) */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */

@@ -57,6 +57,8 @@ typedef enum circuit_test_point {
                                        * no intent) read, before the CAS that sets it */
     CIRCUIT_TP_MIRROR_BEFORE_SHUT,    /* an intent's completer: the word checked, before the
                                        * CAS that shuts the closed mirror */
+    CIRCUIT_TP_INTENT_BEFORE_CAS,     /* an intent's maker: its O6 record written, before the
+                                       * intent's CAS */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

@@ -171,10 +171,12 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     if (!circuit__core_cas(b, c, nw))
         return false;
     *c = nw;
-    if (to == CIRCUIT_CLOSED)
-        circuit__mirror_set(b); /* open for the new closed state (word.h) */
     gen64_raise(b, g64);
     circuit__faa_rlx(&b->transitions, 1); /* relaxed: a total */
     circuit__publish(b, &tr, call_ctx);
+    /* after the publication (a maker stopped before it would hold back
+     * every later delivery, O3): open the mirror for the new closed state */
+    if (to == CIRCUIT_CLOSED)
+        circuit__mirror_set(b);
     return true;
 }

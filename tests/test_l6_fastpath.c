@@ -706,3 +706,83 @@ Test(l6, L6_a_failure_after_many_successes_reads_O_window_over_64_words)
     assert_counts(&s.counts, 65535, 1, 0, 1, 0); /* only the newest failure */
     fx_free(&f);
 }
+
+/* ---- the closed mirror (src/word.h): stopped at each of its CASes --------- */
+
+/* A probe's success closes the breaker, and its maker stops in the mirror's
+ * set, after reading the mirror (shut since the trip) and the new closed
+ * word, before its CAS. An operator then isolates the breaker: its intent
+ * shuts the mirror for the new state, which changes its version. The set
+ * then goes on: its CAS is from the value it read and must fail, or the
+ * mirror would say closed while the breaker is isolated and circuit_allow
+ * would admit calls (S3's rule for isolated). A shut that wrote only when
+ * the mirror was open for the state fails this test. */
+Test(l6, S3_L1_a_stopped_mirror_set_never_admits_into_a_state_that_left_closed)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.p.close_run = 1;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    cr_assert(fx_call(&f, RS_FAIL)); /* open at T0 */
+    circuit_test_clock_set(T0 + OPEN_FOR);
+    stopped s = {&f, CIRCUIT_TP_MIRROR_BEFORE_SET, RS_OK, false};
+    pthread_t th;
+    stop(&s, &th); /* its probe's success closed the breaker */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    resume(th);
+    cr_assert(s.counted, "the probe's success closed the breaker");
+    circuit_ticket t;
+    circuit_rejection rej;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not(circuit_allow(f.b, NULL, &t, &rej), "admitted while isolated");
+        cr_assert_eq(rej.state, CIRCUIT_ISOLATED);
+    }
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    cr_assert(fx_call(&f, RS_OK), "closed again after the reset");
+    fx_free(&f);
+}
+
+/* A failure that trips stops in its intent's shut of the mirror, after
+ * checking the word still holds its intent, before its CAS. Another failure
+ * completes the trip (shutting the mirror itself), a probe closes the
+ * breaker again, which sets the mirror for the new closed state. The
+ * stopped shut then goes on: its CAS is from the mirror value it read
+ * before and must fail, and the word no longer holds its intent, so it
+ * must leave the new state's mirror open: 10^4 successes then make no
+ * shared-line RMW (L8) and no CAS of the state word. A shut that did not
+ * check the word before retrying shuts the new state's mirror, and the
+ * next call's set is a shared RMW. */
+Test(l6, L8_L1_a_stopped_mirror_shut_never_shuts_a_later_states_fast_path)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.p.close_run = 1;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    stopped s = {&f, CIRCUIT_TP_MIRROR_BEFORE_SHUT, RS_FAIL, false};
+    pthread_t th;
+    stop(&s, &th); /* its failure's trip intent is in the word */
+    circuit_ticket t;
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL), "closed until the trip completes");
+    circuit_done(&t, RS_FAIL); /* completes the trip */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN);
+    circuit_test_clock_set(T0 + OPEN_FOR);
+    cr_assert(fx_call(&f, RS_OK)); /* the probe closes it: the mirror is set */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    resume(th);
+    cr_assert(s.counted, "the stopped failure was counted by the trip");
+    uint64_t rmw0 = circuit_test_shared_rmws(), cas0 = circuit_test_core_cas_attempts();
+    for (int i = 0; i < 10000; i++) {
+        cr_assert(circuit_allow(f.b, NULL, &t, NULL));
+        cr_assert(circuit_done(&t, RS_OK));
+    }
+    cr_assert_eq(circuit_test_shared_rmws() - rmw0, 0, "the new state's mirror was shut");
+    cr_assert_eq(circuit_test_core_cas_attempts() - cas0, 0);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    fx_free(&f);
+}

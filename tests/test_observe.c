@@ -3,6 +3,8 @@
  */
 #include "helpers.h"
 
+#include <stdatomic.h>
+
 /* ---- O1 ---------------------------------------------------------------------- */
 
 Test(observe, O1_every_transition_once_in_generation_order)
@@ -870,4 +872,106 @@ Test(observe, CFG4_observe_may_free_another_breaker)
     circuit_get_stats(a.b, &st);
     cr_assert_eq(st.transitions, 3); /* open, half-open, closed */
     circuit_free(a.b);               /* outside every callback: fine */
+}
+
+/* Two makers at the same point: an operator's isolate writes its O6 record
+ * and stops before its intent's CAS; a failing request that would trip
+ * writes its own record and stops there too; the isolate's CAS wins and
+ * its maker stops again right after it; a third call finishes the isolate.
+ * observe must get the operator's call_ctx. With one record for every kind
+ * (0.3 before this test), the request's record replaced the operator's and
+ * the finisher's call_ctx was given. */
+static _Thread_local int xk_role; /* 1: the operator, 2: the request */
+static sem_t xk_op_stopped, xk_op_go, xk_req_stopped, xk_req_go;
+static atomic_int xk_op_stops; /* stops left for the operator: 2, then 1, then 0 */
+static atomic_bool xk_req_armed;
+
+static void xk_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (xk_role == 1 &&
+        ((p == CIRCUIT_TP_INTENT_BEFORE_CAS && atomic_load(&xk_op_stops) == 2) ||
+         (p == CIRCUIT_TP_INTENT_MADE && atomic_load(&xk_op_stops) == 1))) {
+        atomic_fetch_sub(&xk_op_stops, 1);
+        sem_post(&xk_op_stopped);
+        while (sem_wait(&xk_op_go) != 0)
+            ;
+    } else if (xk_role == 2 && p == CIRCUIT_TP_INTENT_BEFORE_CAS &&
+               atomic_exchange(&xk_req_armed, false)) {
+        sem_post(&xk_req_stopped);
+        while (sem_wait(&xk_req_go) != 0)
+            ;
+    }
+}
+
+typedef struct xk_call {
+    fx *f;
+    void *ctx;
+    circuit_ticket t;
+} xk_call;
+
+static void *xk_isolate(void *arg)
+{
+    xk_call *c = arg;
+    xk_role = 1;
+    cr_assert_eq(circuit_isolate(c->f->b, c->ctx), 0);
+    return NULL;
+}
+
+static void *xk_fail(void *arg)
+{
+    xk_call *c = arg;
+    xk_role = 2;
+    (void)circuit_done(&c->t, RS_FAIL); /* late: the isolate came first */
+    return NULL;
+}
+
+static void xk_wait(sem_t *s)
+{
+    while (sem_wait(s) != 0)
+        ;
+}
+
+Test(observe, O6_an_isolate_racing_a_trip_at_the_same_point_carries_the_operators_ctx)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1; /* a failure trips */
+    fx_build(&f);
+    int op_ctx, req_ctx, other_ctx;
+    sem_init(&xk_op_stopped, 0, 0);
+    sem_init(&xk_op_go, 0, 0);
+    sem_init(&xk_req_stopped, 0, 0);
+    sem_init(&xk_req_go, 0, 0);
+    atomic_store(&xk_op_stops, 2);
+    atomic_store(&xk_req_armed, true);
+    xk_call op = {&f, &op_ctx, CIRCUIT_TICKET_INIT};
+    xk_call req = {&f, &req_ctx, CIRCUIT_TICKET_INIT};
+    circuit_ticket t;
+    cr_assert(circuit_allow(f.b, &req_ctx, &req.t, NULL));
+    cr_assert(circuit_allow(f.b, &other_ctx, &t, NULL));
+    circuit_test_set_hook(xk_hook, NULL);
+    pthread_t xk_op, xk_req;
+    cr_assert_eq(pthread_create(&xk_op, NULL, xk_isolate, &op), 0);
+    xk_wait(&xk_op_stopped); /* the operator's record written */
+    cr_assert_eq(pthread_create(&xk_req, NULL, xk_fail, &req), 0);
+    xk_wait(&xk_req_stopped); /* the request's record written after it */
+    sem_post(&xk_op_go);
+    xk_wait(&xk_op_stopped); /* the isolate's intent is in the word */
+    cr_assert_eq(f.log.n, 0);
+    (void)circuit_done(&t, RS_OK); /* finishes the isolate (late) */
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_ISOLATED);
+    sem_post(&xk_req_go);
+    sem_post(&xk_op_go);
+    pthread_join(xk_op, NULL);
+    pthread_join(xk_req, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(f.log.n, 1, "the request's trip was late: only the isolate");
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_ISOLATED, 1);
+    cr_assert_eq(f.log.tr[0].cause, CIRCUIT_CAUSE_OPERATOR);
+    cr_assert_eq(f.log.ctx[0], &op_ctx, "O6: observe got %s's call_ctx",
+                 f.log.ctx[0] == &other_ctx ? "the finishing request"
+                 : f.log.ctx[0] == &req_ctx ? "the racing request"
+                                            : "another call");
+    fx_free(&f);
 }

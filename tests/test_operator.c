@@ -374,3 +374,44 @@ Test(operator, M1_stats_read_writes_nothing_and_does_not_fold)
     assert_counts(&s.counts, 64, 0, 1000, 0, 0);
     fx_free(&f);
 }
+
+/* A failing call stops right after making its trip's intent (the breaker is
+ * still closed until someone finishes it). An operator's reset then must
+ * not answer EALREADY from the closed word: it finishes the trip first (as
+ * any call does, L1) and resets the open breaker it leaves. 0.3 before this
+ * test answered EALREADY, and the breaker opened once the failing call went
+ * on: the operator asked for closed and got open. */
+static void *op2_trip_maker(void *arg)
+{
+    fx *f = arg;
+    park_me_at(CIRCUIT_TP_INTENT_MADE);
+    circuit_ticket t;
+    cr_assert(circuit_allow(f->b, NULL, &t, NULL));
+    cr_assert(circuit_done(&t, RS_FAIL), "its failure is counted by the trip");
+    return NULL;
+}
+
+Test(operator, OP2_a_reset_racing_a_trips_intent_finishes_the_trip_and_closes)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    fx_build(&f);
+    park_setup();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, op2_trip_maker, &f), 0);
+    park_wait(); /* the trip's intent is in the word */
+    int op_ctx;
+    cr_assert_eq(circuit_reset(f.b, &op_ctx), 0, "EALREADY: the pending trip was ignored");
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED, "the reset came after the trip");
+    cr_assert_eq(f.log.n, 2);
+    assert_tr(&f, 0, CIRCUIT_CLOSED, CIRCUIT_OPEN, 1);
+    assert_tr(&f, 1, CIRCUIT_OPEN, CIRCUIT_CLOSED, 2);
+    cr_assert_eq(f.log.tr[1].cause, CIRCUIT_CAUSE_OPERATOR);
+    cr_assert_eq(f.log.ctx[1], &op_ctx);
+    fx_free(&f);
+}

@@ -83,6 +83,9 @@ static const struct {
     {"CELL_BEFORE_START", CIRCUIT_TP_CELL_BEFORE_START},
     {"CLOSED_START_BEFORE_DESC", CIRCUIT_TP_CLOSED_START_BEFORE_DESC},
     {"CLOSED_START_BEFORE_BITS", CIRCUIT_TP_CLOSED_START_BEFORE_BITS},
+    {"MIRROR_BEFORE_SET", CIRCUIT_TP_MIRROR_BEFORE_SET},
+    {"MIRROR_BEFORE_SHUT", CIRCUIT_TP_MIRROR_BEFORE_SHUT},
+    {"INTENT_BEFORE_CAS", CIRCUIT_TP_INTENT_BEFORE_CAS},
     {"TIMEOUT_BEFORE_CLAIM", CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM},
     {"TIMEOUT_CLAIMED", CIRCUIT_TP_TIMEOUT_CLAIMED},
     {"TIMEOUT_TAKEN", CIRCUIT_TP_TIMEOUT_TAKEN},
@@ -253,6 +256,7 @@ int main(int argc, char **argv)
                    "AFTER_PUBLISH|SLOT_HELD|RING_BEFORE_WRITE|FAST_BEFORE_COUNT|FOLD_SEALED|"
                    "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START|"
                    "CLOSED_START_BEFORE_DESC|CLOSED_START_BEFORE_BITS|"
+                   "MIRROR_BEFORE_SET|MIRROR_BEFORE_SHUT|INTENT_BEFORE_CAS|"
                    "TIMEOUT_BEFORE_CLAIM|TIMEOUT_CLAIMED|TIMEOUT_TAKEN|TIMEOUT_COUNTED|"
                    "TIMEOUT_FREED");
     if (a.threads < 2)
@@ -270,8 +274,11 @@ int main(int argc, char **argv)
         target == CIRCUIT_TP_CELL_BEFORE_START)
         cfg.fail_pct = 8; /* mostly successes, failures now and then: cells counted,
                            * summed by failures, sealed by trips and isolates */
+    if (target == CIRCUIT_TP_MIRROR_BEFORE_SHUT || target == CIRCUIT_TP_INTENT_BEFORE_CAS)
+        cfg.fail_pct = 8; /* trips' intents among many closed successes */
     if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC ||
-        target == CIRCUIT_TP_CLOSED_START_BEFORE_BITS)
+        target == CIRCUIT_TP_CLOSED_START_BEFORE_BITS || target == CIRCUIT_TP_MIRROR_BEFORE_SET ||
+        target == CIRCUIT_TP_MIRROR_BEFORE_SHUT || target == CIRCUIT_TP_INTENT_BEFORE_CAS)
         cfg.operator_pm = 6; /* resets from isolated enter closed states too */
     if (a.scale < 1.0) {
         max_hits = (int)(MAX_HITS * a.scale);
