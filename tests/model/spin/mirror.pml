@@ -85,9 +85,10 @@
  *                 isolate)
  *   reset()       breaker.c operate / transition.c circuit__transition into
  *                 closed from open (a reset; a probe's close from half-open
- *                 is the same CAS): a fresh epoch, [desc_start, bits_start:
+ *                 is the same CAS): an intent in the word is completed
+ *                 first (OP2), then a fresh epoch, [desc_start, bits_start:
  *                 abstracted away], the CAS to closed (generation + 1), then
- *                 mirror_set; EALREADY when the word is closed
+ *                 mirror_set; EALREADY when the word is closed, no intent
  *
  * PROPERTIES: (a) THE RULE, asserted in the step of every write of the
  * mirror, every CAS of the state word and every read of an open mirror by
@@ -390,8 +391,12 @@ inline reset()
 {
     w = core;
     do
-    :: WST(w) == ST_CL -> break /* EALREADY */
-    :: else ->
+    :: WST(w) == ST_CL && WINT(w) ->
+        /* an intent another call made: finish it first, then decide from
+         * the state it leaves (OP2) */
+        complete(w); w = core
+    :: WST(w) == ST_CL && !WINT(w) -> break /* EALREADY */
+    :: WST(w) != ST_CL ->
         fresh(ne);
         d_step {
             assert(WGEN(w) < GEN_MAX);
