@@ -4,7 +4,8 @@
 #   run-spin.sh [options] MODEL.pml
 #     -D NAME[=VALUE]    a preprocessor define for the model (repeatable)
 #     --expect ok        (default) pass when pan finds no error and the search
-#                        was complete (not cut short by the depth bound)
+#                        was complete (not cut short by the depth bound or
+#                        the memory limit)
 #     --expect error     pass only when pan DOES find an error (a planted bug);
 #                        with --match, its error line must match the regex
 #     --match REGEX      extended regex for pan's error line
@@ -49,7 +50,7 @@ while (($#)); do
         --spin) spin=$2; shift 2 ;;
         --workdir) workdir=$2; shift 2 ;;
         --unreached) unreached=all; shift ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
         -*) echo "run-spin: unknown option $1" >&2; exit 1 ;;
         *) model=$1; shift ;;
     esac
@@ -116,7 +117,9 @@ printf 'run-spin: pan ran %d.%03d s wall (exit %d)\n' $((ms / 1000)) $((ms % 100
 
 errors=$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' pan.out | tail -n1)
 truncated=no
-grep -q 'max search depth too small' pan.out && truncated=yes
+grep -q 'max search depth too small' pan.out && truncated=depth
+# pan stops at -DMEMLIM and still reports 'errors: 0': not exhaustive either
+grep -qE 'reached -DMEMLIM bound|out of memory' pan.out && truncated=memory
 if [[ -z $errors ]]; then
     tail -n 20 pan.out
     echo "run-spin: FAIL: pan gave no verdict (no 'errors: N' line)"
@@ -140,8 +143,12 @@ if [[ $expect == ok ]]; then
         echo "run-spin: FAIL: pan found $errors error(s)"
         exit 1
     fi
-    if [[ $truncated == yes ]]; then
+    if [[ $truncated == depth ]]; then
         echo "run-spin: FAIL: the search was cut short by the depth bound (-m$depth): not exhaustive"
+        exit 1
+    fi
+    if [[ $truncated == memory ]]; then
+        echo "run-spin: FAIL: the search was cut short by the memory limit (--memlim $memlim MB): not exhaustive"
         exit 1
     fi
     echo "run-spin: PASS: no error in the whole state space"
