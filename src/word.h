@@ -211,7 +211,10 @@ static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32
  * its read of the word came after C's read of the intent, and it found the
  * intent or a later word, never (g, e) without an intent: (g, e) with no
  * intent does not come back (an epoch id is used once; 27 bits, as for the
- * cells). The shut never skips: it writes even when the mirror is shut
+ * cells; tests/model/spin/mirror.pml also checks that every write moves lo
+ * forward, so while ids are not reused the versions only add a margin: they
+ * keep a stopped set's CAS failing even across a reused epoch id). The shut
+ * never skips: it writes even when the mirror is shut
  * already for another (g, e), so a set that read that value fails. A shut
  * by a stopped completer cannot shut a later epoch's mirror: its CAS is
  * from a mirror value it read before checking the word still holds wi, and
