@@ -404,3 +404,9 @@ loop_fn pick_loop(variant v, loop_kind k)
     }
     return loop_empty;
 }
+
+bool case_selected(const char *list, const case_def *c)
+{
+    const char *fam = case_family(c);
+    return in_list(list, c->name) || (fam != NULL && in_list(list, fam));
+}

@@ -55,28 +55,6 @@ static void usage(FILE *f)
         BATCH);
 }
 
-bool in_list(const char *list, const char *name)
-{
-    if (list == NULL)
-        return true;
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return false;
-}
-
-bool case_selected(const char *list, const case_def *c)
-{
-    const char *fam = case_family(c);
-    return in_list(list, c->name) || (fam != NULL && in_list(list, fam));
-}
 
 /* Every name of the comma list is one of `names` (n of them, a stride apart). */
 static bool all_known(const char *list, const char *what, const char *const *names, size_t n,

@@ -39,17 +39,6 @@
 
 #include "alloc_count.h"
 
-int n_cpus;
-int cpu_ids[CPU_SETSIZE];
-double ticks_per_ns = 1.0;
-double tick_overhead_ns;
-uint64_t work_ticks;
-int64_t  work_asked_ns;
-double   work_calibrated_ns;
-int      work_calibration_tries;
-
-result *results;
-size_t  n_results;
 static size_t cap_results;
 
 static int cmp_double(const void *a, const void *b)
@@ -62,35 +51,6 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* ---- time ---------------------------------------------------------------------- */
-
-int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
-}
-
-void sleep_s(double seconds)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)seconds;
-    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-const char *tick_source(void)
-{
-#if defined(__x86_64__)
-    return "TSC (lfence; rdtsc)";
-#elif defined(__aarch64__)
-    return "cntvct_el0";
-#else
-    return "clock_gettime(CLOCK_MONOTONIC)";
-#endif
 }
 
 /* Ticks per ns against CLOCK_MONOTONIC, over 20 ms of spinning. */

@@ -526,11 +526,13 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * not one atomic snapshot; state, generation and counts describe one moment
  * of the breaker); in a quiescent breaker every field is exact and
  * admitted = successes + failures + ignored + late + released + (tickets
- * still live). Cost: O(CPUs) loads, in one pass that is never started again
- * however fast other threads count results (writers cannot starve it).
- * Only an open state is read again, when a transition lands between its
- * word and the clock read that decides open or half-open (lock-free: each
- * new pass follows another thread's transition).
+ * still live). Cost: O(CPUs) loads, in one pass over the per-CPU counters
+ * however fast other threads count results (successes cannot starve it).
+ * The state word is read again only when another thread moved it during
+ * the call: an exact point (a failure, a fold, an intent) while the closed
+ * counts are derived, or a transition between an open word and the clock
+ * read that decides open or half-open (lock-free: each new try follows
+ * another thread's progress).
  * Thread-safe; may run inside observe.
  * Aborts: @b or @out is NULL; @b not built by circuit_new.
  */

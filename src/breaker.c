@@ -438,7 +438,15 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
     int64_t now = circuit__now();
     circuit__u128 c = circuit__advance(b, now, call_ctx, NULL);
     int rc = 0;
-    for (;;) {
+    for (bool first = true;; first = false) {
+        if (!first) {
+            /* The word moved since our clock read (a CAS lost, an intent
+             * finished): a state made after it (a reopen) must be judged
+             * by a clock read after it, or its open period would look over
+             * and be left without its time-driven change (OP1, OP2, P1) */
+            now = circuit__now();
+            c = circuit__advance(b, now, call_ctx, NULL);
+        }
         unsigned code = circuit__code(c.lo);
         if (code == CIRCUIT__ST_CLOSED && circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
             /* a trip, isolate or fold another call started: finish it

@@ -283,6 +283,10 @@ static bool count_slow(circuit_breaker *b, uint32_t gen, bool failure, void *cal
          * two CPUs do not keep stealing the line from each other
          * (exponential; not a lock: no one waits for anyone). */
         ck_backoff_eb(&backoff);
+        /* The next try counts after results that were counted after our
+         * clock read: a reopen it makes starts its open period now, when
+         * it is counted, not at that older reading (S4) */
+        now = circuit__now();
     }
 }
 
@@ -904,10 +908,10 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     ledger_add(b, wi, S);
     circuit__u128 w = wi;
     if (to != CIRCUIT_CLOSED) {
-        if (!*have_now) {
-            *now = circuit__now();
-            *have_now = true;
-        }
+        /* read here, not earlier: the trip is made now (S4), whatever the
+         * caller read before it lost CASes to other points */
+        *now = circuit__now();
+        *have_now = true;
         CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
         circuit__transition(b, &w, to,
                             to == CIRCUIT_ISOLATED ? CIRCUIT_CAUSE_OPERATOR : CIRCUIT_CAUSE_POLICY,
@@ -1144,23 +1148,25 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
  * held when the word is still at w's point (same generation and point k)
  * after them (acquire, in this order; a point's bitmap writes come after its
  * word CAS). Otherwise the newer word is taken, without the cells (they
- * were read for the older point), at most CIRCUIT__READ_TRIES times, so a
- * reader is never starved (M1 bounded); past that the last derivation is
- * reported clamped to the window, the one case where a field may be a
- * value between two the breaker held. When the newer word is no longer
+ * were read for the older point), for as long as the word moves: only an
+ * exact point (a failure, a fold, an intent) moves it, never a success, so
+ * each new try follows another thread's progress (lock-free; 0.3's first
+ * cut stopped after 8 tries and reported zero counts, or a derivation
+ * mixing two points, which no moment of the breaker held: found by an
+ * adversarial review, M1). When the newer word is no longer
  * closed (an isolate or a trip ended the state while the reader read), the
  * reads are NOT valid either: the counts reported are that word's own, and
  * so is the word returned, whose state and generation the caller reports
  * (found by an adversarial review: window 2, isolate/reset racing 50 %
  * failures, a closed snapshot of successes 0, failures 2, a run of 1
  * success). Returns the word the counts belong to. */
-enum { CIRCUIT__READ_TRIES = 8 };
 
 circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
                                         const uint64_t *cells, circuit_counts *out)
 {
     circuit__cc c, n;
-    for (int tries = 0;; tries++) {
+    for (;;) {
+        CIRCUIT__HOOK(CIRCUIT_TP_STATS_COUNTS_TRY);
         /* read only (write = false): the cast drops nothing written */
         if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
             /* the word moved past the descriptors it names: its point was
@@ -1169,10 +1175,6 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
             if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
                 circuit__counts(b, now, out); /* not closed: no recursion */
                 return now;
-            }
-            if (tries >= CIRCUIT__READ_TRIES) {
-                *out = (circuit_counts){0, 0, 0, 0, 0};
-                return w;
             }
             w = now;
             cells = NULL;
@@ -1199,15 +1201,9 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
             circuit__counts(b, now, out); /* not closed: no recursion */
             return now;
         }
-        if (tries >= CIRCUIT__READ_TRIES)
-            break;
         w = now;
         cells = NULL;
     }
-    if (n.fail > b->window)
-        n.fail = (uint32_t)b->window;
-    if (!n.full && n.fail > n.seq)
-        n.fail = n.seq;
     circuit__cc_counts(b, &n, out);
     return w;
 }

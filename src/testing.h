@@ -60,6 +60,7 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_INTENT_BEFORE_CAS,     /* an intent's maker: its O6 record written, before the
                                        * intent's CAS */
     CIRCUIT_TP_STATE_READ,            /* get_state: an open word read, before the clock read */
+    CIRCUIT_TP_STATS_COUNTS_TRY,      /* get_stats, closed: the top of each try deriving the counts */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

@@ -415,3 +415,68 @@ Test(operator, OP2_a_reset_racing_a_trips_intent_finishes_the_trip_and_closes)
     cr_assert_eq(f.log.ctx[1], &op_ctx);
     fx_free(&f);
 }
+
+/* An operator call stopped on a half-open word (decided, before its CAS);
+ * meanwhile the probe's failure reopens the breaker, and that new open
+ * period ends. The call then loses its CAS and decides again: on an open
+ * word whose period is over, so the time-driven open -> half-open (TIMER)
+ * comes first, then the operator's transition. Before the fix it judged the
+ * new open word by the clock it read at its start, before the reopen, and
+ * left open directly, skipping the timer's transition (found by an
+ * adversarial review). */
+typedef struct op_call {
+    fx *f;
+    bool isolate;
+    int rc;
+} op_call;
+
+static void *op_stopped_call(void *arg)
+{
+    op_call *o = arg;
+    park_me_at(CIRCUIT_TP_OPERATOR_BEFORE_CAS);
+    o->rc = o->isolate ? circuit_isolate(o->f->b, NULL) : circuit_reset(o->f->b, NULL);
+    return NULL;
+}
+
+static void op_stale_clock_run(bool isolate)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 1;
+    f.p.reopen_on_failure = true;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    cr_assert(fx_call(&f, RS_FAIL)); /* generation 1: open */
+    circuit_test_clock_set(T0 + OPEN_FOR);
+    circuit_ticket p;
+    cr_assert(circuit_allow(f.b, NULL, &p, NULL)); /* generation 2: half-open, a probe */
+    park_setup();
+    op_call o = {&f, isolate, -1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, op_stopped_call, &o), 0);
+    park_wait(); /* decided on the half-open word */
+    circuit_test_clock_set(T0 + OPEN_FOR + 10);
+    cr_assert(circuit_done(&p, RS_FAIL)); /* generation 3: reopened */
+    circuit_test_clock_set(T0 + 3 * OPEN_FOR); /* its period is over */
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(o.rc, 0);
+    cr_assert_eq(f.log.n, 5);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN, 3);
+    assert_tr(&f, 3, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN, 4);
+    cr_assert_eq(f.log.tr[3].cause, CIRCUIT_CAUSE_TIMER);
+    assert_tr(&f, 4, CIRCUIT_HALF_OPEN, isolate ? CIRCUIT_ISOLATED : CIRCUIT_CLOSED, 5);
+    cr_assert_eq(f.log.tr[4].cause, CIRCUIT_CAUSE_OPERATOR);
+    fx_free(&f);
+}
+
+Test(operator, OP2_a_reset_that_lost_its_cas_reads_the_clock_again)
+{
+    op_stale_clock_run(false);
+}
+
+Test(operator, OP1_an_isolate_that_lost_its_cas_reads_the_clock_again)
+{
+    op_stale_clock_run(true);
+}

@@ -383,3 +383,136 @@ Test(regressions, M1_a_stats_read_stopped_before_its_clock_read_reports_no_half_
 {
     open_read_run(true);
 }
+
+/* ---- a stats read overtaken on every try ----------------------------------- */
+
+/* Window 4, full of failures, a trip policy that never trips. A reader's
+ * derivation of the closed counts is overtaken by two failures (two exact
+ * points) at the top of each of its first 12 tries; then it is let go. The
+ * window held 4 failures at every moment of the call, so the reader must
+ * report 4. 0.3's first cut gave up after 8 tries and reported zero counts
+ * (found by an adversarial review, M1); now it reads again for as long as
+ * the word moves (lock-free: each try follows another thread's point). */
+static sem_t ot_stopped, ot_go;
+static atomic_int ot_stops_left;
+static _Thread_local bool ot_reader;
+
+static void overtake_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_STATS_COUNTS_TRY && ot_reader && atomic_load(&ot_stops_left) > 0) {
+        atomic_fetch_sub(&ot_stops_left, 1);
+        sem_post(&ot_stopped);
+        while (sem_wait(&ot_go) != 0)
+            ;
+    }
+}
+
+static void *overtaken_read(void *arg)
+{
+    stats_reader *r = arg;
+    ot_reader = true;
+    circuit_get_stats(r->f->b, &r->s);
+    return NULL;
+}
+
+Test(regressions, M1_a_stats_read_overtaken_on_every_try_reports_only_counts_the_window_held)
+{
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0;
+    fx_build(&f);
+    for (int i = 0; i < 8; i++)
+        cr_assert(fx_call(&f, RS_FAIL));
+    sem_init(&ot_stopped, 0, 0);
+    sem_init(&ot_go, 0, 0);
+    atomic_store(&ot_stops_left, 12);
+    circuit_test_set_hook(overtake_hook, NULL);
+    stats_reader r = {&f, {0}};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, overtaken_read, &r), 0);
+    for (int i = 0; i < 12; i++) {
+        /* a reader that gave up early stops no more: do not wait for it */
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 5;
+        if (sem_timedwait(&ot_stopped, &dl) != 0) {
+            atomic_store(&ot_stops_left, 0);
+            break;
+        }
+        cr_assert(fx_call(&f, RS_FAIL));
+        cr_assert(fx_call(&f, RS_FAIL));
+        sem_post(&ot_go);
+    }
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(r.s.state, CIRCUIT_CLOSED);
+    cr_assert_eq(r.s.counts.failures, 4, "failures %lld: a window of 4 failures throughout",
+                 (long long)r.s.counts.failures);
+    cr_assert_eq(r.s.counts.successes, 0);
+    cr_assert_eq(r.s.counts.consecutive_successes, 0);
+    /* its word is the one after the last two failures: all 32 in a row */
+    cr_assert_eq(r.s.counts.consecutive_failures, 32);
+    cr_assert(r.s.failures >= 8 && r.s.failures <= 32, "failures total %lld: a value it held",
+              (long long)r.s.failures);
+    fx_free(&f);
+}
+
+/* ---- a probe's reopen after a lost CAS ------------------------------------ */
+
+/* Two probes in half-open. P1's failure reads the clock (T0 + OPEN_FOR),
+ * decides to reopen and stops before its CAS; the clock moves 5 open
+ * periods on and P2's success is counted (keep probing). P1 then loses its
+ * CAS, counts after P2 and reopens: its open period must start when it is
+ * counted, now (S4), so an allow at the same instant is refused with the
+ * whole period left. Before the fix the reopen was dated at P1's stale
+ * clock read, its period already over: the allow was admitted as a probe
+ * (found by an adversarial review). */
+typedef struct probe_done {
+    circuit_ticket t;
+    int result;
+    bool counted;
+} probe_done;
+
+static void *stopped_probe_done(void *arg)
+{
+    probe_done *d = arg;
+    park_me_at(CIRCUIT_TP_DONE_BEFORE_CAS);
+    d->counted = circuit_done(&d->t, d->result);
+    return NULL;
+}
+
+Test(regressions, S4_a_reopen_after_a_lost_cas_starts_its_open_period_when_it_is_counted)
+{
+    fx f;
+    fx_init(&f, 4, 2, OPEN_FOR, 1000 * OPEN_FOR);
+    f.p.trip_run = 1;
+    f.p.reopen_on_failure = true;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    cr_assert(fx_call(&f, RS_FAIL)); /* generation 1: open */
+    circuit_test_clock_set(T0 + OPEN_FOR);
+    probe_done p1 = {CIRCUIT_TICKET_INIT, RS_FAIL, false};
+    circuit_ticket p2;
+    cr_assert(circuit_allow(f.b, NULL, &p1.t, NULL)); /* generation 2: half-open */
+    cr_assert(circuit_allow(f.b, NULL, &p2, NULL));
+    park_setup();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stopped_probe_done, &p1), 0);
+    park_wait(); /* P1 decided to reopen, before its CAS */
+    int64_t later = T0 + 6 * OPEN_FOR;
+    circuit_test_clock_set(later);
+    cr_assert(circuit_done(&p2, RS_OK)); /* counted first: keep probing */
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert(p1.counted);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN, "the reopen's period is already over");
+    circuit_ticket q;
+    circuit_rejection rej;
+    cr_assert_not(circuit_allow(f.b, NULL, &q, &rej), "admitted as a probe at the reopen's instant");
+    cr_assert_eq(rej.state, CIRCUIT_OPEN);
+    cr_assert_eq(rej.retry_after_ns, OPEN_FOR);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN, 3);
+    fx_free(&f);
+}
