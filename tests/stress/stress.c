@@ -179,7 +179,7 @@ typedef struct gen_entry {
     uint32_t fin_s, fin_f, fin_cs, fin_cf, fin_to; /* counts it ended with */
 } gen_entry;
 
-#define GEN_CAP (UINT32_C(1) << 19)
+#define GEN_CAP (UINT32_C(1) << 21) /* 2 M generations: a loaded run of a park point made 611 k */
 
 static struct {
     circuit_breaker *b;
