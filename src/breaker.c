@@ -8,12 +8,13 @@
  * delivers what was published before it returns. The floors below are
  * drawn in internal.h.
  *
- * Fast paths. Closed: allow is one 8-byte acquire load of the state word,
- * filling the ticket and one per-CPU total; a success (whatever the window
- * holds, SPEC L6 as amended in 0.3) is classify, one 8-byte load of the
- * state word and one CAS of this CPU's own cell (counting.c): no line
- * another CPU writes. Neither reads the clock. Open: allow is one load of
- * the state word, one clock read and one per-CPU total.
+ * Fast paths. Closed: allow is one 8-byte acquire load of the closed
+ * mirror (word.h), filling the ticket and one per-CPU total; a success
+ * (whatever the window holds, SPEC L6 as amended in 0.3) is classify, one
+ * 8-byte load of the mirror and one CAS of this CPU's own cell
+ * (counting.c): no line another CPU writes, and none a failure writes.
+ * Neither reads the clock. Open: allow is a load of the mirror (shut) and
+ * of the state word, one clock read and one per-CPU total.
  */
 #include <errno.h>
 #include <stdlib.h>
