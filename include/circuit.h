@@ -137,7 +137,8 @@ extern "C" {
  *  a unit in each CPU's region of a process-wide arena shared by all
  *  breakers (the layout of the Linux kernel's alloc_percpu), so that no two
  *  CPUs write one cache line and no breaker needs a line of its own. The
- *  arena grows in chunks of 64 breakers (64 + 1024 x CPUs bytes each) and
+ *  arena grows in chunks of 64 breakers (a line, 64 bytes or 128 on
+ *  aarch64, + 1024 x CPUs bytes each) and
  *  frees a chunk with its last breaker: a chunk's free units are the only
  *  memory not counted here, at most 63 units per CPU in the whole process.
  *  Allocator overhead is not included.

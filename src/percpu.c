@@ -25,14 +25,14 @@ typedef struct arena_chunk {
     struct arena_chunk *next;
     uint64_t used;  /* bit u: unit u taken */
     uint32_t ncpu;
-    /* then the ncpu regions, from the next 64-byte boundary: the chunk
+    /* then the ncpu regions, from the next line boundary: the chunk
      * is one block, so a breaker finds it from its unit */
 } arena_chunk;
-#define CHUNK_HEAD 64u
+#define CHUNK_HEAD ((size_t)CIRCUIT_CACHELINE)
 _Static_assert(sizeof(arena_chunk) <= CHUNK_HEAD, "the regions start on a line");
 
 _Static_assert(CIRCUIT__ARENA_UNITS == 64, "one 64-bit mask of units per chunk");
-_Static_assert(CIRCUIT__ARENA_STRIDE % 64 == 0, "no two CPUs share a line");
+_Static_assert(CIRCUIT__ARENA_STRIDE % CIRCUIT_CACHELINE == 0, "no two CPUs share a line");
 
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 static arena_chunk *arena_chunks; /* under arena_mu */
@@ -49,7 +49,7 @@ bool circuit__pcpu_take(circuit_breaker *b)
             break;
     if (!ch) {
         void *mem = NULL;
-        if (posix_memalign(&mem, 64, CHUNK_HEAD + (size_t)ncpu * CIRCUIT__ARENA_STRIDE) != 0) {
+        if (posix_memalign(&mem, CIRCUIT_CACHELINE, CHUNK_HEAD + (size_t)ncpu * CIRCUIT__ARENA_STRIDE) != 0) {
             pthread_mutex_unlock(&arena_mu);
             return false;
         }
@@ -182,12 +182,14 @@ void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
     circuit__st_rel(&b->tot_ctl, (busy & ~(CTL_SEQ_ONE - 1)) + CTL_SEQ_ONE);
 }
 
-void circuit__total_overflow(circuit_breaker *b, enum circuit__total t)
+void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t)
 {
     CIRCUIT__SHARED_RMW();
     /* relaxed: a total (+1 leaves the parity bit alone: the total stays far
      * below 2^63) (table: tot_shared) */
     circuit__faa_rlx(&b->tot_shared[t], 1);
+    /* the field at its top waits for a flush: start it if none is busy */
+    circuit__total_flush(b, c, t);
 }
 
 void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPACKED])

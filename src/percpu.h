@@ -35,7 +35,8 @@
  *   SUBTRACT  CAS loop on c's word: value - T, parity flipped.
  *   A field at 2T - 1 (a flush busy elsewhere or stopped) takes the
  *   OVERFLOW path: its unit is added to tot_shared[i] directly (+1, the
- *   parity untouched). Nobody waits for a stopped flush (lock-free, L1).
+ *   parity untouched), and it tries to start its field's flush. Nobody
+ *   waits for a stopped flush (lock-free, L1).
  * A READER (get_stats) loads tot_ctl, every unit's word, every shared
  * total, then tot_ctl again, all with acquire; if tot_ctl changed it reads
  * again (a flush started or ended: progress by another thread). Otherwise
@@ -166,7 +167,7 @@ static inline uint64_t circuit__tot_parity(uint64_t word, enum circuit__total t)
 /* The slow side of an add (percpu.c): a flush once the field reached T, or
  * the overflow path at 2T - 1. */
 void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t);
-void circuit__total_overflow(circuit_breaker *b, enum circuit__total t);
+void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t);
 
 /* Adds one to a total of SPEC M1: a packed field of this CPU's unit, or,
  * for the successes of shared paths, the shared total. */
@@ -184,7 +185,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
     for (;;) {
         uint64_t f = circuit__tot_value(v, t);
         if (__builtin_expect(f == top, 0)) {
-            circuit__total_overflow(b, t);
+            circuit__total_overflow(b, c, t);
             return;
         }
         /* relaxed: a total orders nothing; the CAS keeps the field below
