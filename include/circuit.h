@@ -399,7 +399,12 @@ typedef struct circuit_ticket {
  * Aborts: out, spec, policy.trip, policy.probe or classify is NULL (observe
  * may be NULL since 0.3).
  * Not thread-safe with respect to the breaker it builds (nothing else can
- * reach it yet).
+ * reach it yet). Threads may build and free different breakers at once:
+ * circuit_new and circuit_free share the per-CPU arena (CIRCUIT_FOOTPRINT_MAX)
+ * and take its process-wide mutex for a few loads and stores, never while
+ * calling a callback; no other function takes it. Like malloc's own locks,
+ * it makes circuit_new unsafe in a signal handler and in the child of a
+ * fork() made while another thread was inside circuit_new or circuit_free.
  */
 CIRCUIT_API int circuit_new(circuit_breaker **out, const circuit_spec *spec,
                             char *errbuf, size_t errbuf_len);
@@ -418,6 +423,7 @@ CIRCUIT_API int circuit_new(circuit_breaker **out, const circuit_spec *spec,
  * (it is not made safe): to retire a breaker from observe, hand it to code
  * that frees it after that call has returned. Freeing ANOTHER breaker from
  * a callback is fine.
+ * Takes the per-CPU arena's mutex briefly (see circuit_new).
  * Aborts: @b was not built by circuit_new (or was already freed and its
  * memory not reused); called from inside a callback of @b on this thread
  * ("circuit_free: called from inside observe of the same breaker", naming
