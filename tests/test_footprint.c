@@ -380,3 +380,66 @@ Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it
                  (long long)(gone.bytes - base.bytes));
     free(bs);
 }
+
+/* L5 and CFG3 across threads: breakers built and freed by several threads
+ * at once share the arena's chunks; each gets units no other live breaker
+ * holds (its counts are its own) and everything is given back. */
+typedef struct churner {
+    int id;
+    int64_t wrong; /* breakers whose stats showed another's counts */
+} churner;
+
+static void *churn_thread(void *arg)
+{
+    churner *c = arg;
+    circuit_spec s = spec_of(64, 1);
+    enum { KEEP = 100 };
+    circuit_breaker *live[KEEP];
+    int calls[KEEP];
+    for (int i = 0; i < KEEP; i++)
+        live[i] = NULL;
+    for (int round = 0; round < 3000; round++) {
+        int k = (round * 37 + c->id * 11) % KEEP;
+        if (live[k]) {
+            circuit_stats st;
+            circuit_get_stats(live[k], &st);
+            if (st.admitted != (uint64_t)calls[k] || st.successes != (uint64_t)calls[k])
+                c->wrong++;
+            circuit_free(live[k]);
+            live[k] = NULL;
+        } else {
+            if (circuit_new(&live[k], &s, NULL, 0) != 0)
+                abort();
+            calls[k] = 1 + (round + c->id) % 5;
+            for (int j = 0; j < calls[k]; j++) {
+                circuit_ticket t;
+                if (!circuit_allow(live[k], NULL, &t, NULL) || !circuit_done(&t, 0))
+                    abort();
+            }
+        }
+    }
+    for (int i = 0; i < KEEP; i++)
+        circuit_free(live[i]);
+    return NULL;
+}
+
+Test(memory, L5_CFG3_breakers_built_and_freed_by_four_threads_at_once_share_the_arena_cleanly)
+{
+    held base = now_held();
+    churner c[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        c[i] = (churner){i, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, churn_thread, &c[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+        cr_assert_eq(c[i].wrong, 0, "thread %d: %lld breakers showed counts not their own", i,
+                     (long long)c[i].wrong);
+    }
+    held gone = now_held();
+    cr_assert_eq(gone.blocks, base.blocks, "%lld blocks not freed",
+                 (long long)(gone.blocks - base.blocks));
+    cr_assert_eq(gone.bytes, base.bytes, "%lld bytes not freed",
+                 (long long)(gone.bytes - base.bytes));
+}
