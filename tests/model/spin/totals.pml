@@ -15,21 +15,24 @@
  * run (idle: busy = 0; seq only grows: +1 at a flush's start, +1 at its
  * end).
  *   increment(c, i), by any thread (threads migrate: several threads write
- *     one P[c]): v = load P[c]; if f_i(v) = 2T-1 (saturated: a flush is
- *     stuck), FAA S[i] += 1 (the overflow path: the total only, never the
- *     parity) and return; else CAS P[c] v -> v + 1 in field i (a failure
- *     loads again); if the new f_i >= T, try_flush(c, i).
+ *     one P[c]): v = load P[c]; if f_i(v) = 2T-1 (saturated: a flush busy
+ *     elsewhere or stopped), FAA S[i] += 1 (the OVERFLOW path: the total
+ *     only, never the parity), then try_flush(c, i), and return; else CAS
+ *     P[c] v -> v + 1 in field i (a failure loads again); if the new f_i
+ *     >= T, try_flush(c, i). (circuit__total_add, circuit__total_overflow)
  *   try_flush(c, i): ctl = load CONTROL (busy: return); v = load P[c]
  *     (f_i(v) < T: return, someone flushed it); sp = ps_i of a load of
  *     S[i]; CAS CONTROL ctl -> {seq + 1, busy, c, i, pp_i(v), sp} (a failure
  *     returns); the winner alone then: CREDIT (one add of T + 2^63 to S[i]:
  *     T to the total, ps_i flipped), SUBTRACT (a CAS loop on P[c]: f_i -= T,
  *     pp_i flipped), END (store CONTROL = {seq + 2, idle}). No helping.
+ *     (circuit__total_flush)
  *   circuit_get_stats: ctl0 = load CONTROL; load every P[c]; then load every
  *     S[i]; ctl1 = load CONTROL; ctl1 != ctl0: start again. tot_i = S[i] +
  *     sum_c f_i(P[c]); when ctl0 is busy with field i: credited = (ps_i as
  *     read != ctl0.pS), subtracted = (pp_i of P[ctl0.c] as read != ctl0.pP),
  *     and credited && !subtracted: tot_i -= T. It writes nothing.
+ *     (circuit__totals_read)
  *
  * GRANULARITY. Every atomic step makes at most ONE access to shared memory
  * (one P[c], one S[i], CONTROL), as the C code does: a load is a step, a
@@ -39,21 +42,24 @@
  * 64-bit word in C). P[c] is packed like the C word: field i's value at
  * bits 3i..3i+1, its parity at bit 3i+2, and an increment or a subtract is
  * the packed add (a carry out of a field would flip its parity bit, as in
- * C). Ghost variables (g_*) change in the same step as the access they
- * describe and are read only by assertions.
+ * C). A failed CAS is followed by a load step here, where C's CAS gives the
+ * current value: the model has the C code's interleavings and more. Ghost
+ * variables (g_*, k_*) change in the same step as the access they describe
+ * and are read only by assertions.
  *
  * BOUNDS. 2 CPUs' words, 2 fields (the CONTROL word serialises flushes
  * across fields and CPUs alike, so two of each show every kind of
  * conflict), T = 2 (field values 0..3), up to 4 threads making up to 2
  * increments each on a (CPU, field) of the script, and one reader making
- * READS (1 or 2) stats reads. Widths: seq, S's total and the fields never
+ * READS (0 to 2) stats reads. Widths: seq, S's total and the fields never
  * wrap here (in C seq is wide enough not to repeat within a read).
  *
  * MEMORY. SPIN is sequentially consistent: the model checks the
- * interleavings. The C code reads with acquire loads and makes CREDIT,
- * SUBTRACT and END with release, so that a reader that sees a write sees
- * what came before it in the writer's order; the README's last section says
- * what the argument needs from the C code.
+ * interleavings only. The C code reads with acquire loads (the reader's
+ * every load, try_flush's CONTROL load), makes START acq_rel, CREDIT,
+ * SUBTRACT and END release, so that a reader that sees a write sees what
+ * came before it in the writer's order; README.md's last section says what
+ * the argument needs from the C code.
  *
  * PROPERTIES (assertions, each evaluated in the step it describes):
  *   (1) M1 under concurrency: each tot_i a reader reports lies between the
@@ -69,14 +75,22 @@
  *       a stats read of the quiescent breaker computes exactly g_true[i];
  *   (4) L1 (-DNP): no non-progress cycle (every increment and every stats
  *       read passes a progress label when it returns), and no invalid end
- *       state: nothing waits, even for a flusher stopped forever (-DSTUCK).
+ *       state: nothing waits, even for a flusher stopped forever (-DSTUCK);
+ *   (5) no field stays saturated for good: an overflow increment that found
+ *       CONTROL idle at its add does not return leaving its field at 2T-1
+ *       with CONTROL idle and no flush started since its add (else every
+ *       later increment of that field takes the overflow path, a shared
+ *       write, and none tries a flush: the per-CPU totals of M1 would be
+ *       lost for that field for good).
  *
  * Switches:
  *   -DT<t>_OP<n>=<op>  the script: increment n (1-2) of thread t (0-3);
  *                      op = 1 + 2c + i for an increment of field i on CPU
  *                      c's word, 0 none. Default: T0 (0,0) (0,0); T1 (0,0)
  *                      (0,1); T2 (1,1) (1,0); T3 none
- *   -DREADS=<n>        the reader's stats reads (default 1)
+ *   -DREADS=<n>        the reader's stats reads (default 1; 0: no reader)
+ *   -DINIT_F<c><i>=<n> field i of CPU c's word starts at n < T (the totals
+ *                      so far), default 0
  *   -DSTUCK=1          a flusher may stop forever right after its CONTROL
  *                      CAS (the checker picks which, once), -DSTUCK=2 right
  *                      after its CREDIT: every other thread must still
@@ -94,6 +108,10 @@
  *                           CONTROL (its v load stays, for pp_i)
  *   -DPLANT_OVERFLOW_CARRIES the increment has no overflow path: a field at
  *                           2T-1 is incremented anyway (carries)
+ *   -DPLANT_OVERFLOW_NO_FLUSH the overflow path returns without try_flush
+ *                           (the protocol before commit 3269313): a field
+ *                           that reached 2T-1 while another field's flush
+ *                           was busy stays there once CONTROL is idle
  *   -DPLANT_WAIT_FOR_FLUSH  try_flush waits while CONTROL is busy instead of
  *                           returning (a lock in all but name): with
  *                           -DSTUCK and -DNP, a non-progress cycle
@@ -193,7 +211,14 @@ byte script[NTHREADS * MAXOPS];
 /* one atomic add to S[i]: the overflow path's +1 (the total only) */
 inline overflow_add(i)
 {
-    d_step { Stot[i] = Stot[i] + 1; g_true[i]++; SPAR(i) }
+    d_step {
+        Stot[i] = Stot[i] + 1; g_true[i]++; SPAR(i);
+        /* ghost for (5): CONTROL idle at the add, and its seq then */
+        if
+        :: !CBUSY(CONTROL) -> k_idle = 1; k_seq = CSEQ(CONTROL)
+        :: else -> skip
+        fi
+    }
 }
 
 /* CREDIT: one add of T + 2^63: T to the total, ps_i flipped */
@@ -287,6 +312,18 @@ inline increment(c, i)
         :: FV(v, i) == FMAX -> /* saturated: a flush is stuck */
             COVER(1);
             overflow_add(i);
+#ifndef PLANT_OVERFLOW_NO_FLUSH
+            try_flush(c, i); /* start its flush if none is busy */
+#endif
+            /* (5): an overflow add that found CONTROL idle does not return
+             * leaving its field at 2T-1 with CONTROL idle and no flush
+             * started since the add (CONTROL was idle then, so a changed
+             * seq is a START) */
+            d_step {
+                assert(!k_idle || CSEQ(CONTROL) != k_seq || FV(P[c], i) < FMAX ||
+                       CBUSY(CONTROL));
+                k_idle = 0; k_seq = 0
+            };
             break
 #endif
         :: else ->
@@ -314,7 +351,8 @@ inline increment(c, i)
 
 proctype thread(byte me)
 {
-    byte op, opn, v, sp, f;
+    byte op, opn, v, sp, f, k_seq;
+    bit k_idle;
     short ctl;
     bit cas;
 
