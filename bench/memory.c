@@ -11,7 +11,9 @@
  * has; circuit-bench itself measures the shared library. For each (window,
  * probes) it reports
  *   - the breaker's footprint as the core counts it (circuit_test_footprint);
- *   - the per-CPU area (64 bytes per CPU, SPEC L5 as amended), stated apart;
+ *   - the per-CPU area (CIRCUIT_FOOTPRINT_PER_CPU: 16 bytes per CPU in the
+ *     per-CPU arena, SPEC L5 as amended in 0.3), stated apart; the heap
+ *     bytes include a whole arena chunk (64 breakers' units) for one breaker;
  *   - what the allocator saw circuit_new take and circuit_free give back
  *     (tests/alloc_count.c, --wrap form: the bytes are malloc_usable_size);
  *   - the same allocator view for mutex_breaker, the reference model.
@@ -48,7 +50,7 @@
 #include "circuit_presets.h"
 #include "testing.h"
 
-#define PER_CPU_BYTES 64
+#define PER_CPU_BYTES CIRCUIT_FOOTPRINT_PER_CPU
 
 static void observe_none(void *arg, void *call_ctx, const circuit_transition *t)
 {

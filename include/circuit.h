@@ -128,16 +128,24 @@ extern "C" {
 #define CIRCUIT_TRANSITION_POOL 4
 
 /** Upper bound, in bytes, of the memory circuit_new allocates for one
- *  breaker (SPEC L5): a fixed part (the breaker and its transition pool),
- *  8 bytes per window slot (none when window is 1) plus, for a window over
- *  64, 16 bytes per 64 slots (the closed window's failure bitmap; up to 64
- *  slots it sits in the fixed part), 16 bytes per probe slot
- *  plus 8 bytes per 32 probes (the slot bitmap), and one 64-byte cache line
- *  per CPU configured (sysconf(_SC_NPROCESSORS_CONF), the per-CPU counters
- *  of the fast path and the stats). Allocator overhead is not included.
- *  Example: window 64, probes 1 on 2 CPUs: 960 + 512 + 16 + 8 + 128 = 1624. */
+ *  breaker (SPEC L5 as amended in 0.3): a fixed part (the breaker and its
+ *  transition pool), 8 bytes per window slot (none when window is 1) plus,
+ *  for a window over 64, 16 bytes per 64 slots (the closed window's failure
+ *  bitmap; up to 64 slots it sits in the fixed part), 16 bytes per probe
+ *  slot plus 8 bytes per 32 probes (the slot bitmap), and 16 bytes per CPU
+ *  configured (sysconf(_SC_NPROCESSORS_CONF)): the breaker's per-CPU part,
+ *  a unit in each CPU's region of a process-wide arena shared by all
+ *  breakers (the layout of the Linux kernel's alloc_percpu), so that no two
+ *  CPUs write one cache line and no breaker needs a line of its own. The
+ *  arena grows in chunks of 64 breakers (a line, 64 bytes or 128 on
+ *  aarch64, + 1024 x CPUs bytes each) and
+ *  frees a chunk with its last breaker: a chunk's free units are the only
+ *  memory not counted here, at most 63 units per CPU in the whole process.
+ *  Allocator overhead is not included.
+ *  Example: window 64, probes 1: on 2 CPUs 960 + 512 + 16 + 8 + 32 = 1528;
+ *  on 64 CPUs 960 + 512 + 16 + 8 + 1024 = 2520. */
 #define CIRCUIT_FOOTPRINT_FIXED 960
-#define CIRCUIT_FOOTPRINT_PER_CPU 64
+#define CIRCUIT_FOOTPRINT_PER_CPU 16
 #define CIRCUIT_FOOTPRINT_MAX(window, probes, cpus)                                  \
     ((size_t)CIRCUIT_FOOTPRINT_FIXED + ((window) > 1 ? (size_t)(window) * 8u : 0u) +   \
      ((window) > 64 ? (((size_t)(window) + 63u) / 64u) * 16u : 0u) +                   \

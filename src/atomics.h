@@ -134,6 +134,10 @@ static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
     return __atomic_fetch_add(p, d, __ATOMIC_RELAXED);
 }
+static inline uint64_t circuit__faa_rel(uint64_t *p, uint64_t d)
+{
+    return __atomic_fetch_add(p, d, __ATOMIC_RELEASE);
+}
 static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
 {
     return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);

@@ -61,7 +61,7 @@ __attribute__((noreturn)) static void done_refused(uint64_t status)
 
 _Static_assert(sizeof(struct circuit_breaker) <= CIRCUIT_FOOTPRINT_FIXED,
                "the fixed part documented at CIRCUIT_FOOTPRINT_MAX");
-_Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "one line per CPU");
+_Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per CPU (L5)");
 
 /* The CPUs configured, read once per process: glibc answers
  * sysconf(_SC_NPROCESSORS_CONF) by reading /sys/devices/system/cpu, which
@@ -69,8 +69,23 @@ _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "one line per
  * call each compute the same value and store it; 0 means not yet known. */
 static uint64_t cpus_cache;
 
+#ifdef CIRCUIT_TESTING
+static uint64_t cpus_forced; /* circuit_test_set_cpus */
+void circuit_test_set_cpus(uint32_t n)
+{
+    if (n > 4096)
+        circuit__abort("circuit_test_set_cpus: %u CPUs (at most 4096)", n);
+    circuit__st_rlx(&cpus_forced, n); /* relaxed: a test setting, read by circuit_new */
+}
+#endif
+
 static uint32_t cpus_configured(void)
 {
+#ifdef CIRCUIT_TESTING
+    uint64_t forced = circuit__ld_rlx(&cpus_forced); /* relaxed: see circuit_test_set_cpus */
+    if (forced)
+        return (uint32_t)forced;
+#endif
     /* relaxed: the value is the whole message; every thread that computes
      * it computes the same number */
     uint64_t n = circuit__ld_rlx(&cpus_cache);
@@ -107,31 +122,27 @@ static void check_spec(circuit_breaker **out, const circuit_spec *spec)
 }
 
 /* The breaker and its arrays in ONE block, zeroed, carved in this order:
- * the breaker (a multiple of 64 bytes), the per-CPU lines (64-byte
- * aligned), the probe slots (16-byte aligned), the closed window's bitmap
- * (16-byte words; inside the breaker when it is one word), the window ring
- * and the slot bitmap; sizes and footprint set. The only allocation of a breaker's life
- * (CFG3); NULL when memory ran out. */
+ * the breaker (a multiple of 64 bytes), the probe slots (16-byte aligned),
+ * the closed window's bitmap (16-byte words; inside the breaker when it is
+ * one word), the window ring and the slot bitmap; then its units of the
+ * per-CPU arena (percpu.c: 16 bytes per CPU, in chunks shared by up to 64
+ * breakers); sizes and footprint set. The only allocations of a breaker's
+ * life (CFG3); NULL when memory ran out. */
 static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t ncpu)
 {
-    _Static_assert(sizeof(circuit_breaker) % 64 == 0, "the per-CPU lines stay aligned");
-    _Static_assert(sizeof(circuit__pcpu) % 16 == 0, "the probe slots stay aligned");
+    _Static_assert(sizeof(circuit_breaker) % 16 == 0, "the probe slots stay aligned");
     uint32_t words = (probes + 31u) / 32u;
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     /* the closed bitmap: on the state word's line when it is one word */
     size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
     size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
     size_t bm_bytes = (size_t)words * sizeof(uint64_t);
-    size_t pcpu_bytes = (size_t)ncpu * sizeof(circuit__pcpu);
-    size_t total = sizeof(circuit_breaker) + pcpu_bytes + slot_bytes + cbits_bytes + ring_bytes +
-                   bm_bytes;
+    size_t total = sizeof(circuit_breaker) + slot_bytes + cbits_bytes + ring_bytes + bm_bytes;
     circuit_breaker *b = NULL;
     if (posix_memalign((void **)&b, 64, total) != 0)
         return NULL;
     memset(b, 0, total);
     char *at = (char *)b + sizeof *b;
-    b->pcpu = (circuit__pcpu *)(void *)at;
-    at += pcpu_bytes;
     b->slots = (circuit__u128 *)(void *)at;
     at += slot_bytes;
     at += cbits_bytes; /* the closed bitmap's words (circuit__cbits) */
@@ -142,7 +153,12 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     b->probes = probes;
     b->bitmap_words = words;
     b->ncpu = ncpu;
-    b->footprint = total;
+    /* the per-CPU part: a unit of the arena per CPU (percpu.c) */
+    if (!circuit__pcpu_take(b)) {
+        free(b);
+        return NULL;
+    }
+    b->footprint = (uint32_t)(total + (size_t)ncpu * sizeof(circuit__pcpu));
     return b;
 }
 
@@ -198,6 +214,7 @@ void circuit_free(circuit_breaker *b)
      * CFG4 message. (Single-threaded by contract: no other call may run on a
      * breaker being freed, so this is no shared access.) */
     *(volatile uint64_t *)&b->magic = 0;
+    circuit__pcpu_give(b); /* its units of the per-CPU arena */
     free(b); /* the one block (breaker_alloc) */
 }
 

@@ -741,7 +741,7 @@ static uint64_t cells_sum(const circuit_breaker *b, uint32_t epoch, bool *sealed
     for (uint32_t i = 0; i < b->ncpu; i++) {
         /* relaxed: after the word's acquire load (program order); each a
          * value the cell held, and cells only grow within an epoch */
-        uint64_t v = circuit__ld_rlx(&b->pcpu[i].cell);
+        uint64_t v = circuit__ld_rlx(&circuit__unit(b, i)->cell);
         if (cell_epoch(v) != epoch)
             continue;
         sum += cell_count(v);
@@ -762,7 +762,7 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
     uint32_t epoch = circuit__cepoch(wi.lo);
     uint64_t s = 0;
     for (uint32_t i = 0; i < b->ncpu; i++) {
-        uint64_t *cell = &b->pcpu[i].cell;
+        uint64_t *cell = &circuit__unit(b, i)->cell;
         uint64_t v = circuit__ld_acq(cell); /* acquire: checked below (foreign) */
         for (;;) {
             if (cell_epoch(v) == epoch) {
@@ -788,7 +788,7 @@ static bool cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
     CIRCUIT__HOOK(CIRCUIT_TP_FOLD_SEALED);
     for (uint32_t i = 0; i < b->ncpu; i++) {
         /* relaxed: after our own seal of it (coherence) */
-        uint64_t v = circuit__ld_rlx(&b->pcpu[i].cell);
+        uint64_t v = circuit__ld_rlx(&circuit__unit(b, i)->cell);
         if (cell_epoch(v) != epoch || !(v & CELL_SEALED))
             return false; /* started for a later epoch: completed by another */
         s += cell_count(v);
@@ -1132,7 +1132,7 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
     for (uint32_t i = 0; i < b->ncpu; i++) {
         /* acquire: each a value it held, all read before the caller reads
          * the word again (stats' order) */
-        uint64_t v = circuit__ld_acq(&b->pcpu[i].cell);
+        uint64_t v = circuit__ld_acq(&circuit__unit(b, i)->cell);
         if (cell_epoch(v) == epoch)
             sum += cell_count(v);
     }

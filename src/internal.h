@@ -46,24 +46,31 @@ typedef struct circuit__node {
     int pool_index;                /* -1: malloc'ed overflow record */
 } circuit__node;
 
-/* ---- per-CPU counters (percpu.c) ---------------------------------------- */
-/* One cache line per CPU: the success cell (counting.c) and the totals of SPEC M1
- * that are counted on paths that write no shared line. */
+/* ---- the per-CPU part (percpu.c) ------------------------------------------ */
+/* 16 bytes per CPU per breaker (docs/CONTRACT.md L5 as amended in 0.3), a
+ * unit of the process-wide per-CPU arena (percpu.c, THE ARENA): the closed
+ * success cell (counting.c) and the packed totals of M1 that are counted on
+ * paths that write no shared line (percpu.h, THE PACKED TOTALS). A CPU's
+ * units of all breakers sit side by side in that CPU's region of the arena,
+ * so no two CPUs write one line and no breaker needs a line of its own. */
 typedef struct circuit__pcpu {
-    uint64_t cell;      /* {sealed:1, epoch:31, successes:32} */
-    uint64_t admitted, rejected, successes, failures, ignored, late, released;
-} __attribute__((aligned(64))) circuit__pcpu;
-_Static_assert(sizeof(circuit__pcpu) == 64, "one cache line per CPU");
+    uint64_t cell; /* {sealed:1, epoch:31, successes:32} */
+    uint64_t tot;  /* six bit-fields {parity:1, value:w} (percpu.h) */
+} circuit__pcpu;
+_Static_assert(sizeof(circuit__pcpu) == 16, "16 bytes per CPU (L5)");
 
-/* Which total of a circuit__pcpu line (its byte offset). */
+/* The totals of SPEC M1 counted per CPU (fields of circuit__pcpu.tot), and
+ * the one counted on a shared line (successes of the shared paths: probes,
+ * and closed successes while an intent shuts the fast path). */
 enum circuit__total {
-    CIRCUIT__T_ADMITTED = offsetof(circuit__pcpu, admitted),
-    CIRCUIT__T_REJECTED = offsetof(circuit__pcpu, rejected),
-    CIRCUIT__T_SUCCESSES = offsetof(circuit__pcpu, successes),
-    CIRCUIT__T_FAILURES = offsetof(circuit__pcpu, failures),
-    CIRCUIT__T_IGNORED = offsetof(circuit__pcpu, ignored),
-    CIRCUIT__T_LATE = offsetof(circuit__pcpu, late),
-    CIRCUIT__T_RELEASED = offsetof(circuit__pcpu, released)
+    CIRCUIT__T_ADMITTED,
+    CIRCUIT__T_REJECTED,
+    CIRCUIT__T_FAILURES,
+    CIRCUIT__T_IGNORED,
+    CIRCUIT__T_RELEASED,
+    CIRCUIT__T_LATE,
+    CIRCUIT__T_NPACKED,
+    CIRCUIT__T_SUCCESSES = CIRCUIT__T_NPACKED
 };
 
 /* ---- the breaker --------------------------------------------------------- */
@@ -133,9 +140,20 @@ enum circuit__total {
  *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
  *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
  *                                                   (ld_acq, stats)            word to a success that sees it
- * pcpu[].totals  circuit__total_add (faa_rlx)       get_stats (ld_rlx)         none: the RMW keeps each total
- *  (M1)                                                                        exact; a reader sums values each
- *                                                                              held, no other read depends on them
+ * pcpu[].tot     circuit__total_add (cas_rlx: one   get_stats' totals_read     the flush's SUBTRACT (cas_rel) after
+ *  (M1, packed)  more, never past the field's top),  (ld_acq, between two      its CREDIT: a reader that sees the
+ *                a flush's SUBTRACT (cas_rel, only   loads of tot_ctl);         subtract sees the credit; later
+ *                the flush's owner)                  total_flush (ld_rlx)       increments continue the release
+ *                                                                              sequence (RMWs)
+ * tot_ctl        a flush's START (cas_acq_rel from   total_flush (ld_acq),      START's acquire sees the last END's
+ *  {seq, busy,   an idle word it read), its END      get_stats (ld_acq before   release (the parities it records are
+ *   c, i, pP,    (st_rel, only the owner)            and after the fields)      current); seq only grows, so a reader
+ *   pS}                                                                        finding it unchanged saw one flush
+ * tot_shared[]   a flush's CREDIT (faa_rel: +T and   get_stats (ld_acq, after   CREDIT before SUBTRACT in the owner;
+ *  {parity,      flips the parity), the overflow     the fields)                the parity tells a reader whether the
+ *   total}       path (faa_rlx +1: a field at its                               busy flush has credited yet
+ *                top while a flush is busy)
+ * succ_slow      count_slow's successes (faa_rlx)   get_stats (ld_rlx)         none: a total
  * folded         completion's ledger_add (cas128_sc,get_stats, ledger_add     once per epoch, keyed by {gen,
  *  {key, sum}    only while core holds the intent)  (ld128_acq)                epoch}; acquire: before the check
  * next_id        fresh_epoch, closed_epoch (faa_rlx) -                         none: uniqueness only
@@ -176,10 +194,13 @@ struct circuit_breaker {
     uint64_t *ring;                /* window slots (NULL when window == 1): half-open's window */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
-    circuit__pcpu *pcpu;           /* ncpu lines */
+    char *pcpu0;                   /* this breaker's unit in CPU 0's arena region; CPU i's
+                                    * is CIRCUIT__ARENA_STRIDE * i bytes further (percpu.h) */
     uint32_t bitmap_words;
     uint32_t ncpu;
-    size_t footprint;
+    uint32_t footprint;            /* bytes: circuit_test_footprint (CFG1's bounds keep it
+                                    * under 2 MB) */
+    uint32_t arena_unit;           /* the unit index in its arena chunk (percpu.c) */
 
     /* the state word, and the closed descriptors beside it on its line: a
      * failure's exact point CASes the word and then writes D_k, so both
@@ -212,6 +233,12 @@ struct circuit_breaker {
     uint64_t k_next;                       /* the next closed state's first point k0 */
     circuit__u128 intent_ctx[2];           /* {call_ctx, key}: who made the newest trip [0] and
                                             * isolate [1] intent (O6) */
+
+    /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
+     * once per flush (a field's T units) and by shared-path successes */
+    _Alignas(64) uint64_t tot_ctl;         /* the flush control word */
+    uint64_t tot_shared[CIRCUIT__T_NPACKED]; /* {parity:1, total:63} per packed total */
+    uint64_t succ_slow;                    /* successes counted on shared paths (M1) */
 
     /* owned by the thread holding the delivery role */
     _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */

@@ -1,15 +1,102 @@
 /*
- * The per-CPU lines: the cells' first epoch and epoch ids (the cells'
- * protocol is in counting.c, with the exact points that read them).
+ * The per-CPU part: the arena that holds every breaker's units, the cells'
+ * first epoch and epoch ids (the cells' protocol is in counting.c, with the
+ * exact points that read them), and the slow side of the packed totals
+ * (percpu.h, THE PACKED TOTALS).
  */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "percpu.h"
+
+/* ---- THE ARENA ---------------------------------------------------------------
+ * The layout of the kernel's alloc_percpu: a chunk has one region per CPU,
+ * CIRCUIT__ARENA_STRIDE bytes each, and a breaker takes the same unit index
+ * in every region, so its unit for CPU i is i regions after its unit for
+ * CPU 0. A CPU's units of up to CIRCUIT__ARENA_UNITS breakers share that
+ * CPU's lines (the same CPU writes them); two CPUs never share one. Chunks
+ * are per CPU count (a test may set another, circuit_test_set_cpus) and are
+ * freed with their last breaker, so circuit_free returns everything (L5).
+ *
+ * The bookkeeping is under one process-wide mutex, taken only by
+ * circuit_new and circuit_free for a few loads and stores; no call on a
+ * breaker takes it (L1). */
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    uint64_t used;  /* bit u: unit u taken */
+    uint32_t ncpu;
+    /* then the ncpu regions, from the next line boundary: the chunk
+     * is one block, so a breaker finds it from its unit */
+} arena_chunk;
+#define CHUNK_HEAD ((size_t)CIRCUIT_CACHELINE)
+_Static_assert(sizeof(arena_chunk) <= CHUNK_HEAD, "the regions start on a line");
+
+_Static_assert(CIRCUIT__ARENA_UNITS == 64, "one 64-bit mask of units per chunk");
+_Static_assert(CIRCUIT__ARENA_STRIDE % CIRCUIT_CACHELINE == 0, "no two CPUs share a line");
+
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
+static arena_chunk *arena_chunks; /* under arena_mu */
+
+static inline char *chunk_regions(arena_chunk *ch) { return (char *)ch + CHUNK_HEAD; }
+
+bool circuit__pcpu_take(circuit_breaker *b)
+{
+    uint32_t ncpu = b->ncpu;
+    arena_chunk *ch;
+    pthread_mutex_lock(&arena_mu);
+    for (ch = arena_chunks; ch; ch = ch->next)
+        if (ch->ncpu == ncpu && ch->used != UINT64_MAX)
+            break;
+    if (!ch) {
+        void *mem = NULL;
+        if (posix_memalign(&mem, CIRCUIT_CACHELINE, CHUNK_HEAD + (size_t)ncpu * CIRCUIT__ARENA_STRIDE) != 0) {
+            pthread_mutex_unlock(&arena_mu);
+            return false;
+        }
+        ch = mem;
+        ch->used = 0;
+        ch->ncpu = ncpu;
+        ch->next = arena_chunks;
+        arena_chunks = ch;
+    }
+    unsigned u = (unsigned)__builtin_ctzll(~ch->used);
+    ch->used |= UINT64_C(1) << u;
+    pthread_mutex_unlock(&arena_mu);
+    b->arena_unit = u;
+    b->pcpu0 = chunk_regions(ch) + (size_t)u * sizeof(circuit__pcpu);
+    /* Before the breaker is shared; the unit's last owner was freed (the
+     * mutex orders its circuit_free before this) */
+    for (uint32_t i = 0; i < ncpu; i++)
+        *circuit__unit(b, i) = (circuit__pcpu){0, 0};
+    return true;
+}
+
+void circuit__pcpu_give(circuit_breaker *b)
+{
+    arena_chunk *ch =
+        (arena_chunk *)(void *)(b->pcpu0 - (size_t)b->arena_unit * sizeof(circuit__pcpu) - CHUNK_HEAD);
+    bool last;
+    pthread_mutex_lock(&arena_mu);
+    ch->used &= ~(UINT64_C(1) << b->arena_unit);
+    last = ch->used == 0;
+    if (last) {
+        arena_chunk **at = &arena_chunks;
+        while (*at != ch)
+            at = &(*at)->next;
+        *at = ch->next;
+    }
+    pthread_mutex_unlock(&arena_mu);
+    if (last)
+        free(ch);
+}
+
+/* ---- the cells' first epoch -------------------------------------------------- */
 
 void circuit__pcpu_init(circuit_breaker *b)
 {
-    /* Before the breaker is shared: the cells of the first epoch (0) and
-     * the word naming it, at exact point 0. */
-    for (uint32_t i = 0; i < b->ncpu; i++)
-        b->pcpu[i].cell = 0; /* {unsealed, epoch 0, count 0} */
+    /* Before the breaker is shared: the cells of the first epoch (0) are
+     * the zeroed units (circuit__pcpu_take), and the word naming it, at
+     * exact point 0. */
     b->next_id = 0;
     /* D_0: the first closed state's first point (word.h) */
     b->k_next = 0;
@@ -30,4 +117,113 @@ uint32_t circuit__fresh_epoch(circuit_breaker *b)
         id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
     } while (id == 0);
     return id;
+}
+
+/* ---- the packed totals' slow side (percpu.h) -------------------------------- */
+
+/* tot_ctl: {seq:46 | c:12 | i:3 | pS:1 | pP:1 | busy:1}, busy the low bit */
+#define CTL_BUSY UINT64_C(1)
+#define CTL_PP_SHIFT 1
+#define CTL_PS_SHIFT 2
+#define CTL_I_SHIFT 3
+#define CTL_C_SHIFT 6
+#define CTL_SEQ_SHIFT 18
+#define CTL_SEQ_ONE (UINT64_C(1) << CTL_SEQ_SHIFT)
+_Static_assert(CIRCUIT__T_NPACKED <= 8, "the field fits 3 bits");
+
+static inline uint32_t ctl_c(uint64_t ctl) { return (uint32_t)(ctl >> CTL_C_SHIFT) & 0xfffu; }
+static inline enum circuit__total ctl_i(uint64_t ctl)
+{
+    return (enum circuit__total)((ctl >> CTL_I_SHIFT) & 7u);
+}
+
+void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
+{
+    /* acquire: the last flush's END (release) is seen with what it did, so
+     * the parities recorded below are current (table: tot_ctl) */
+    uint64_t ctl = circuit__ld_acq(&b->tot_ctl);
+    if (ctl & CTL_BUSY)
+        return; /* one at a time: a later add of this field tries again */
+    uint64_t *w = &circuit__unit(b, c)->tot;
+    /* relaxed: after the acquire above; only a flush, which needs tot_ctl
+     * busy, lowers a field or flips a parity, and the START below fails if
+     * one ran since (table: pcpu[].tot, tot_ctl) */
+    uint64_t v = circuit__ld_rlx(w);
+    if (circuit__tot_value(v, t) < circuit__tot_batch(t))
+        return; /* flushed meanwhile */
+    uint64_t *s = &b->tot_shared[t];
+    uint64_t ps = circuit__ld_rlx(s) >> 63; /* relaxed: as above */
+    uint64_t busy = ((ctl >> CTL_SEQ_SHIFT) + 1) << CTL_SEQ_SHIFT | (uint64_t)c << CTL_C_SHIFT |
+                    (uint64_t)t << CTL_I_SHIFT | ps << CTL_PS_SHIFT |
+                    circuit__tot_parity(v, t) << CTL_PP_SHIFT | CTL_BUSY;
+    CIRCUIT__SHARED_RMW();
+    /* START. acq_rel: acquire as the load above; release: a reader that
+     * sees it busy sees the state it started from (table: tot_ctl) */
+    if (!circuit__cas_acq_rel(&b->tot_ctl, &ctl, busy))
+        return;
+    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_STARTED);
+    uint64_t batch = circuit__tot_batch(t);
+    CIRCUIT__SHARED_RMW();
+    /* CREDIT: +T and the parity flipped, one RMW. release: before the
+     * SUBTRACT, so a reader that sees the subtract sees it (table:
+     * tot_shared) */
+    circuit__faa_rel(s, batch + CIRCUIT__SHARED_PARITY);
+    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_CREDITED);
+    /* SUBTRACT: only this thread lowers the field now; the CAS loses only
+     * to adds. release: after the CREDIT (table: pcpu[].tot) */
+    uint64_t flip = UINT64_C(1) << (circuit__tot_shift(t) + circuit__tot_width(t));
+    v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
+    while (!circuit__cas_rel(w, &v, (v - (batch << circuit__tot_shift(t))) ^ flip))
+        ;
+    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_SUBTRACTED);
+    CIRCUIT__SHARED_RMW();
+    /* END. release: the next START (acquire) sees the credit and the
+     * subtract (table: tot_ctl) */
+    circuit__st_rel(&b->tot_ctl, (busy & ~(CTL_SEQ_ONE - 1)) + CTL_SEQ_ONE);
+}
+
+void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t)
+{
+    CIRCUIT__SHARED_RMW();
+    /* relaxed: a total (+1 leaves the parity bit alone: the total stays far
+     * below 2^63) (table: tot_shared) */
+    circuit__faa_rlx(&b->tot_shared[t], 1);
+    /* the field at its top waits for a flush: start it if none is busy */
+    circuit__total_flush(b, c, t);
+}
+
+void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPACKED])
+{
+    for (;;) {
+        /* acquire, all of them, in this order: tot_ctl, the fields, the
+         * shared totals, tot_ctl (percpu.h, THE PACKED TOTALS) */
+        uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl);
+        uint64_t named = 0; /* the word of the CPU a busy flush names */
+        for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
+            out[t] = 0;
+        for (uint32_t i = 0; i < b->ncpu; i++) {
+            uint64_t v = circuit__ld_acq(&circuit__unit(b, i)->tot); /* table: pcpu[].tot */
+            if (i == ctl_c(ctl0))
+                named = v;
+            for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
+                out[t] += circuit__tot_value(v, (enum circuit__total)t);
+        }
+        CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_READ);
+        uint64_t shared[CIRCUIT__T_NPACKED];
+        for (int t = 0; t < CIRCUIT__T_NPACKED; t++) {
+            shared[t] = circuit__ld_acq(&b->tot_shared[t]); /* table: tot_shared */
+            out[t] += shared[t] & ~CIRCUIT__SHARED_PARITY;
+        }
+        uint64_t ctl1 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
+        if (ctl1 != ctl0)
+            continue; /* a flush started or ended: another thread's progress */
+        if (ctl0 & CTL_BUSY) {
+            enum circuit__total t = ctl_i(ctl0);
+            bool credited = (shared[t] >> 63) != ((ctl0 >> CTL_PS_SHIFT) & 1u);
+            bool subtracted = circuit__tot_parity(named, t) != ((ctl0 >> CTL_PP_SHIFT) & 1u);
+            if (credited && !subtracted)
+                out[t] -= circuit__tot_batch(t); /* in both places: once */
+        }
+        return;
+    }
 }

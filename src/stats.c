@@ -3,13 +3,17 @@
  * callback, writes nothing, and ends no epoch: the closed successes counted
  * since the last exact point are read from the per-CPU cells (counting.c).
  *
- * Totals are per-CPU counters (admitted, rejected, successes of probes,
- * failures, ignored, late, released) summed here, plus the ledger of the
- * successes of ended epochs, plus the cells of the current epoch, plus two
- * shared totals kept on paths that already write a shared line
- * (transitions, probe timeouts).
+ * Totals are the packed per-CPU fields (admitted, rejected, failures,
+ * ignored, released, late) with their flushed shares (percpu.h, THE PACKED
+ * TOTALS: a read of its own, which starts again if a flush starts or ends
+ * meanwhile), plus the ledger of the successes of ended epochs, plus the
+ * cells of the current epoch, plus three shared totals kept on paths that
+ * already write a shared line (transitions, probe timeouts, successes of
+ * the shared paths).
  *
- * ONE PASS, NO RETRY (M1 asks for a value each field held during the call,
+ * ONE PASS, NO RETRY (apart from the packed totals' own read, above, and an
+ * open word that moved while the clock was read, below; M1 asks for a
+ * value each field held during the call,
  * so only what is reported needs to agree, and a reader must not be starved
  * by writers). Each total only grows, one at a time, so a sum of per-CPU
  * counters read one after the other lies between the totals at the start
@@ -49,18 +53,15 @@ again:
     /* acquire: the records and the ledger read below are at least as new
      * as the word */
     circuit__u128 c = circuit__ld128_acq(&b->core);
-    for (uint32_t i = 0; i < b->ncpu; i++) {
-        const circuit__pcpu *p = &b->pcpu[i];
-        /* relaxed: each a value it held; a total orders nothing, and no
-         * other read here depends on when these are made */
-        s.admitted += circuit__ld_rlx(&p->admitted);
-        s.rejected += circuit__ld_rlx(&p->rejected);
-        s.successes += circuit__ld_rlx(&p->successes);
-        s.failures += circuit__ld_rlx(&p->failures);
-        s.ignored += circuit__ld_rlx(&p->ignored);
-        s.late += circuit__ld_rlx(&p->late);
-        s.released += circuit__ld_rlx(&p->released);
-    }
+    uint64_t tot[CIRCUIT__T_NPACKED];
+    circuit__totals_read(b, tot); /* each a value it held (percpu.h) */
+    s.admitted = tot[CIRCUIT__T_ADMITTED];
+    s.rejected = tot[CIRCUIT__T_REJECTED];
+    s.failures = tot[CIRCUIT__T_FAILURES];
+    s.ignored = tot[CIRCUIT__T_IGNORED];
+    s.late = tot[CIRCUIT__T_LATE];
+    s.released = tot[CIRCUIT__T_RELEASED];
+    s.successes = circuit__ld_rlx(&b->succ_slow); /* relaxed: a total (table) */
     circuit__u128 f;
     uint64_t cells = 0;
     bool with_cells = false;

@@ -61,6 +61,11 @@ typedef enum circuit_test_point {
                                        * intent's CAS */
     CIRCUIT_TP_STATE_READ,            /* get_state: an open word read, before the clock read */
     CIRCUIT_TP_STATS_COUNTS_TRY,      /* get_stats, closed: the top of each try deriving the counts */
+    CIRCUIT_TP_TOTALS_STARTED,        /* a packed total's flush: START won, before its CREDIT */
+    CIRCUIT_TP_TOTALS_CREDITED,       /* the flush credited the shared total, before its SUBTRACT */
+    CIRCUIT_TP_TOTALS_SUBTRACTED,     /* the field lowered, before the flush's END */
+    CIRCUIT_TP_TOTALS_READ,           /* get_stats: the packed fields read, before the shared
+                                       * totals and the second load of the flush control word */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
@@ -76,7 +81,13 @@ void circuit_test_set_hook(circuit_test_hook_fn fn, void *arg);
 int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t run,
                               int64_t timed_out);
 
-/* Bytes allocated for the breaker by circuit_new (SPEC L5). */
+/* The CPU count the next circuit_new sizes its per-CPU part by (1..4096;
+ * 0: the configured CPUs, the default). Breakers already built keep
+ * theirs. For the L5 bound at CPU counts this machine does not have. */
+void circuit_test_set_cpus(uint32_t n);
+
+/* Bytes allocated for the breaker by circuit_new (SPEC L5): its block and
+ * its units of the per-CPU arena (16 bytes per CPU). */
 size_t circuit_test_footprint(const circuit_breaker *b);
 
 /* Transitions made and not yet delivered (queued or waiting for a gap). */

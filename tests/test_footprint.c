@@ -11,7 +11,9 @@
  *
  *   - the bytes each breaker holds are what circuit_test_footprint() says,
  *     and no more than CIRCUIT_FOOTPRINT_MAX(window, probes, cpus), the
- *     bound circuit.h documents;
+ *     bound circuit.h documents: its own block, and 16 bytes per CPU in the
+ *     per-CPU arena, whose chunks (64 + 1024 bytes per CPU, 64 breakers
+ *     each) are allocated by the 1st, 65th, 129th ... breaker;
  *   - traffic and transitions add nothing (the transition records come from
  *     the breaker's pool and go back to it);
  *   - once every breaker is freed, every block and every byte is back.
@@ -52,6 +54,16 @@ static int cpus(void)
     long n = sysconf(_SC_NPROCESSORS_CONF);
     return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
+
+/* The per-CPU arena's chunk (circuit.h, CIRCUIT_FOOTPRINT_MAX): a head line
+ * (64 bytes; 128 on aarch64) and 1024 bytes per CPU, for 64 breakers. */
+#define CHUNK_BREAKERS 64
+#if defined(__aarch64__)
+#define CHUNK_HEAD 128u
+#else
+#define CHUNK_HEAD 64u
+#endif
+static size_t chunk_bytes(int ncpu) { return CHUNK_HEAD + 1024u * (size_t)ncpu; }
 
 /* ---- callbacks shared by every breaker --------------------------------------- */
 
@@ -155,17 +167,115 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
                     w, p, n, foot, (long long)(after.blocks - before.blocks), max);
         char what[64];
         snprintf(what, sizeof what, "(window %d, probes %d)", w, p);
-        assert_held(what, after.bytes - before.bytes, after.blocks - before.blocks, foot);
+        /* the only breaker: its block and a new arena chunk, whose other 63
+         * units are free */
+        cr_assert_eq(after.blocks - before.blocks, 2, "%s: blocks", what);
+        assert_held(what, after.bytes - before.bytes, 2,
+                    foot - 16u * (size_t)n + chunk_bytes(n));
         cr_assert_leq(foot, max, "%s: footprint %zu bytes > CIRCUIT_FOOTPRINT_MAX %zu", what,
                       foot, max);
-        if (w == 64 && p == 1) /* at most 1 536 bytes plus 64 per CPU (L5) */
-            cr_assert_leq(max, (size_t)1536 + 64u * (size_t)n,
-                          "CIRCUIT_FOOTPRINT_MAX(64, 1, %d) = %zu, above 1536 + 64 * %d", n, max, n);
         circuit_free(b);
         held gone = now_held();
         cr_assert_eq(gone.blocks, before.blocks, "%s: blocks left after circuit_free", what);
         cr_assert_eq(gone.bytes, before.bytes, "%s: bytes left after circuit_free", what);
     }
+}
+
+/* L5 as amended in 0.3: the per-CPU part is 16 bytes per CPU, and (window
+ * 64, probes 1) holds at most 1 560 bytes on 2 CPUs (0.2's figure) and
+ * 2.5 KB on 64, counted as the bytes a breaker's block and its arena units
+ * really take (CPU counts set through the test seam). */
+Test(memory, L5_per_cpu_part_is_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus)
+{
+    circuit_spec s = spec_of(64, 1);
+    size_t prev = 0;
+    static const uint32_t counts[] = {1, 2, 3, 8, 63, 64, 65, 192, 4096};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        uint32_t n = counts[k];
+        circuit_test_set_cpus(n);
+        /* a full chunk's worth, so that the chunk is counted whole */
+        circuit_breaker *bs[CHUNK_BREAKERS];
+        held before = now_held();
+        for (int i = 0; i < CHUNK_BREAKERS; i++)
+            cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0, "%u CPUs: circuit_new", n);
+        held after = now_held();
+        size_t foot = circuit_test_footprint(bs[0]);
+        double each = (double)(after.bytes - before.bytes) / CHUNK_BREAKERS;
+        cr_log_info("(64, 1) on %u CPUs: footprint %zu, %.1f bytes held each", n, foot, each);
+        cr_assert_eq(after.blocks - before.blocks, CHUNK_BREAKERS + 1,
+                     "%u CPUs: one block per breaker and one chunk", n);
+        assert_held("64 breakers", after.bytes - before.bytes, CHUNK_BREAKERS + 1,
+                    CHUNK_BREAKERS * foot + CHUNK_HEAD);
+        cr_assert_leq(foot, (size_t)CIRCUIT_FOOTPRINT_MAX(64, 1, n));
+        if (k > 0)
+            cr_assert_eq(foot - prev, 16u * (n - counts[k - 1]),
+                         "%u CPUs: %zu bytes, %u CPUs: %zu bytes: not 16 per CPU", counts[k - 1],
+                         prev, n, foot);
+        prev = foot;
+        if (n == 2)
+            cr_assert_leq(each, 1560.0 + 1, "(64, 1) on 2 CPUs: %.1f bytes each", each);
+        if (n == 64)
+            cr_assert_leq(each, 2560.0, "(64, 1) on 64 CPUs: %.1f bytes each (2.5 KB)", each);
+        /* the units work: a failure sums every CPU's cell; stats sum every
+         * CPU's totals */
+        call(bs[0], 0);
+        call(bs[0], -1);
+        circuit_stats st;
+        circuit_get_stats(bs[0], &st);
+        cr_assert_eq(st.admitted, 2);
+        cr_assert_eq(st.successes, 1);
+        cr_assert_eq(st.failures, 1);
+        for (int i = 0; i < CHUNK_BREAKERS; i++)
+            circuit_free(bs[i]);
+        held gone = now_held();
+        cr_assert_eq(gone.blocks, before.blocks, "%u CPUs: blocks left", n);
+        cr_assert_eq(gone.bytes, before.bytes, "%u CPUs: bytes left", n);
+    }
+    circuit_test_set_cpus(0);
+}
+
+/* L5: the arena gives every unit back; a chunk goes with its last breaker,
+ * whatever the order of the frees, and a freed unit is reused clean (no
+ * count of its last owner shows in the next one). */
+Test(memory, L5_arena_chunks_are_freed_with_their_last_breaker_and_units_reused_clean)
+{
+    enum { N = 3 * CHUNK_BREAKERS + 5 };
+    circuit_spec s = spec_of(64, 1);
+    circuit_breaker *bs[N];
+    held base = now_held();
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0);
+        call(bs[i], 0);
+        call(bs[i], -1);
+    }
+    held built = now_held();
+    cr_assert_eq(built.blocks - base.blocks, N + (N + CHUNK_BREAKERS - 1) / CHUNK_BREAKERS);
+    /* free every other one, then the rest backwards */
+    for (int i = 0; i < N; i += 2)
+        circuit_free(bs[i]);
+    held half = now_held();
+    cr_assert_eq(half.blocks - base.blocks, N / 2 + 4, "chunks stay while one breaker holds them");
+    /* new breakers take the freed units: no new chunk, clean counts */
+    for (int i = 0; i < N; i += 2) {
+        cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0);
+        circuit_stats st;
+        circuit_get_stats(bs[i], &st);
+        cr_assert(st.admitted == 0 && st.successes == 0 && st.failures == 0,
+                  "a reused unit kept counts: admitted %lld", (long long)st.admitted);
+        call(bs[i], 0);
+        call(bs[i], 0);
+        call(bs[i], -1);
+        circuit_get_stats(bs[i], &st);
+        cr_assert_eq(st.counts.successes, 2);
+        cr_assert_eq(st.counts.failures, 1);
+    }
+    held again = now_held();
+    cr_assert_eq(again.blocks, built.blocks, "reuse allocated a chunk");
+    for (int i = N - 1; i >= 0; i--)
+        circuit_free(bs[i]);
+    held gone = now_held();
+    cr_assert_eq(gone.blocks, base.blocks);
+    cr_assert_eq(gone.bytes, base.bytes);
 }
 
 Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it_all,
@@ -196,9 +306,12 @@ Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it
         }
         cr_assert_eq(foot, foot0, "breaker #%d: footprint %zu, the first one's %zu", i, foot,
                      foot0);
-        cr_assert_eq(after.blocks - before.blocks, blocks0, "breaker #%d: block count", i);
+        /* its block, and every 64th a new chunk of the per-CPU arena */
+        bool chunk = i % CHUNK_BREAKERS == 0;
+        cr_assert_eq(after.blocks - before.blocks, blocks0 - (chunk ? 0 : 1),
+                     "breaker #%d: block count", i);
         assert_held("a new breaker", after.bytes - before.bytes, after.blocks - before.blocks,
-                    foot);
+                    foot - 16u * (size_t)n_cpus + (chunk ? chunk_bytes(n_cpus) : 0));
     }
     cr_assert_leq(foot0, max,
                   "(window %d, probes %d, %d CPUs): footprint %zu bytes > "
@@ -210,8 +323,9 @@ Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it
                 "blocks (footprint %zu, bound %zu), %.1f MB in all",
                 N_BREAKERS, WINDOW, PROBES, n_cpus, (long long)per_breaker, (long long)blocks0,
                 foot0, max, (double)(built.bytes - base.bytes) / 1e6);
+    size_t chunks = (N_BREAKERS + CHUNK_BREAKERS - 1) / CHUNK_BREAKERS;
     assert_held("all breakers", built.bytes - base.bytes, built.blocks - base.blocks,
-                foot0 * N_BREAKERS);
+                (foot0 - 16u * (size_t)n_cpus) * N_BREAKERS + chunks * chunk_bytes(n_cpus));
 
     /* Traffic through every breaker: successes and failures while closed;
      * the FAILURES_TO_TRIP-th failure in a row trips it (transition 1). */
