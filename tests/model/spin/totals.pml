@@ -93,9 +93,10 @@
  *                      so far), default 0
  *   -DSTUCK=1          a flusher may stop forever right after its CONTROL
  *                      CAS (the checker picks which, once), -DSTUCK=2 right
- *                      after its CREDIT: every other thread must still
- *                      finish (increments of a field at 2T-1 take the
- *                      overflow path) and the reads stay right
+ *                      after its CREDIT, -DSTUCK=3 right after its
+ *                      SUBTRACT (before its END): every other thread must
+ *                      still finish (increments of a field at 2T-1 take
+ *                      the overflow path) and the reads stay right
  *   -DCOVER_AT=<n>     fail where the COVER(n) step is reached: shows that
  *                      the search reaches it (README.md lists them)
  * Planted bugs (each must be caught):
@@ -247,12 +248,28 @@ inline subtract(c, i)
     od
 }
 
-/* a flusher may stop forever here (-DSTUCK): the thread ends */
-#define STOP_POINT(n) \
+/* a flusher may stop forever here (-DSTUCK): the thread ends. STOP<n>;
+ * is a step only where -DSTUCK=n places the stop (none otherwise) */
+#define STOP_HERE \
     if \
-    :: STUCK == (n) && !g_stuck -> g_stuck = 1; goto stopped \
+    :: !g_stuck -> g_stuck = 1; goto stopped \
     :: true -> skip \
-    fi
+    fi;
+#if STUCK == 1
+#define STOP1 STOP_HERE
+#else
+#define STOP1
+#endif
+#if STUCK == 2
+#define STOP2 STOP_HERE
+#else
+#define STOP2
+#endif
+#if STUCK == 3
+#define STOP3 STOP_HERE
+#else
+#define STOP3
+#endif
 
 inline try_flush(c, i)
 {
@@ -286,14 +303,15 @@ inline try_flush(c, i)
             };
             if
             :: cas ->
-                STOP_POINT(1);
+                STOP1
 #ifdef PLANT_SUBTRACT_FIRST
                 subtract(c, i);
                 credit(i);
 #else
                 credit(i);
-                STOP_POINT(2);
+                STOP2
                 subtract(c, i);
+                STOP3
 #endif
                 CONTROL = MKC(CSEQ(ctl) + 2, 0, 0, 0, 0, 0) /* END */
             :: else -> COVER(4) /* another flush started first */
