@@ -73,8 +73,8 @@ static uint64_t cpus_cache;
 static uint64_t cpus_forced; /* circuit_test_set_cpus */
 void circuit_test_set_cpus(uint32_t n)
 {
-    if (n > 4096)
-        circuit__abort("circuit_test_set_cpus: %u CPUs (at most 4096)", n);
+    if (n > CIRCUIT__MAX_CPUS)
+        circuit__abort("circuit_test_set_cpus: %u CPUs (at most %u)", n, CIRCUIT__MAX_CPUS);
     circuit__st_rlx(&cpus_forced, n); /* relaxed: a test setting, read by circuit_new */
 }
 #endif
@@ -92,7 +92,7 @@ static uint32_t cpus_configured(void)
     if (n != 0)
         return (uint32_t)n;
     long c = sysconf(_SC_NPROCESSORS_CONF);
-    n = c < 1 ? 1u : c > 4096 ? 4096u : (uint64_t)c;
+    n = c < 1 ? 1u : c > CIRCUIT__MAX_CPUS ? CIRCUIT__MAX_CPUS : (uint64_t)c;
     circuit__st_rlx(&cpus_cache, n); /* relaxed: see above */
     return (uint32_t)n;
 }

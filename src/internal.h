@@ -36,6 +36,7 @@
 #endif
 
 #define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
+#define CIRCUIT__MAX_CPUS 4096u /* a breaker's CPU count is capped here */
 
 /* ---- transition records ------------------------------------------------- */
 typedef struct circuit__node {

@@ -177,9 +177,10 @@ void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
         ;
     CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_SUBTRACTED);
     CIRCUIT__SHARED_RMW();
-    /* END. release: the next START (acquire) sees the credit and the
-     * subtract (table: tot_ctl) */
-    circuit__st_rel(&b->tot_ctl, (busy & ~(CTL_SEQ_ONE - 1)) + CTL_SEQ_ONE);
+    /* END: idle, seq + 2, still naming this flush (a reader that met it
+     * learns which one from here). release: the next START (acquire) sees
+     * the credit and the subtract (table: tot_ctl) */
+    circuit__st_rel(&b->tot_ctl, (busy & ~CTL_BUSY) + CTL_SEQ_ONE);
 }
 
 void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t)
@@ -194,19 +195,23 @@ void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total
 
 void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPACKED])
 {
+    /* each CPU's six parity bits, as read: the one flush a read may meet is
+     * known only at its end */
+    uint8_t par[CIRCUIT__MAX_CPUS];
     for (;;) {
         /* acquire, all of them, in this order: tot_ctl, the fields, the
          * shared totals, tot_ctl (percpu.h, THE PACKED TOTALS) */
-        uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl);
-        uint64_t named = 0; /* the word of the CPU a busy flush names */
+        uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
         for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
             out[t] = 0;
         for (uint32_t i = 0; i < b->ncpu; i++) {
             uint64_t v = circuit__ld_acq(&circuit__unit(b, i)->tot); /* table: pcpu[].tot */
-            if (i == ctl_c(ctl0))
-                named = v;
-            for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
+            uint8_t p = 0;
+            for (int t = 0; t < CIRCUIT__T_NPACKED; t++) {
                 out[t] += circuit__tot_value(v, (enum circuit__total)t);
+                p |= (uint8_t)(circuit__tot_parity(v, (enum circuit__total)t) << t);
+            }
+            par[i] = p;
         }
         CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_READ);
         uint64_t shared[CIRCUIT__T_NPACKED];
@@ -215,12 +220,22 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
             out[t] += shared[t] & ~CIRCUIT__SHARED_PARITY;
         }
         uint64_t ctl1 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
-        if (ctl1 != ctl0)
-            continue; /* a flush started or ended: another thread's progress */
-        if (ctl0 & CTL_BUSY) {
-            enum circuit__total t = ctl_i(ctl0);
-            bool credited = (shared[t] >> 63) != ((ctl0 >> CTL_PS_SHIFT) & 1u);
-            bool subtracted = circuit__tot_parity(named, t) != ((ctl0 >> CTL_PP_SHIFT) & 1u);
+        /* How many STARTs and ENDs happened during the read: at most one
+         * flush may have met it (a flush that ended before ctl0 is wholly
+         * seen, one that starts after ctl1 not at all). */
+        uint64_t moves = ((ctl1 >> CTL_SEQ_SHIFT) - (ctl0 >> CTL_SEQ_SHIFT)) &
+                         ((UINT64_C(1) << (64 - CTL_SEQ_SHIFT)) - 1);
+        uint64_t met; /* the control word naming the flush met, 0: none */
+        if (moves == 0)
+            met = (ctl0 & CTL_BUSY) ? ctl0 : 0;
+        else if (moves == 1 || (moves == 2 && !(ctl0 & CTL_BUSY)))
+            met = ctl1 | CTL_BUSY; /* it started, ended, or both: ctl1 names it */
+        else
+            continue; /* two flushes or more: another thread's progress */
+        if (met) {
+            enum circuit__total t = ctl_i(met);
+            bool credited = (shared[t] >> 63) != ((met >> CTL_PS_SHIFT) & 1u);
+            bool subtracted = ((unsigned)(par[ctl_c(met)] >> t) & 1u) != ((met >> CTL_PP_SHIFT) & 1u);
             if (credited && !subtracted)
                 out[t] -= circuit__tot_batch(t); /* in both places: once */
         }

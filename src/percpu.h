@@ -26,10 +26,11 @@
  * for a reader that writes nothing: a flush moves units in three steps that
  * a reader can tell apart.
  *   tot_ctl   {seq:46, c:12, i:3, pS:1, pP:1, busy:1}: one flush at a time
- *             per breaker. START: CAS from an idle word to busy, naming the
- *             CPU c, the field i and the two parities as they are before
- *             the flush. Only the thread whose START won goes on (no
- *             helping); END stores it idle with seq + 2.
+ *             per breaker. START: CAS from an idle word to busy, seq + 1,
+ *             naming the CPU c, the field i and the two parities as they
+ *             are before the flush. Only the thread whose START won goes on
+ *             (no helping); END stores it idle, seq + 1 again, still naming
+ *             the flush.
  *   CREDIT    one add of T + 2^63 to tot_shared[i]: the total grows by T
  *             and its parity bit flips, in one RMW.
  *   SUBTRACT  CAS loop on c's word: value - T, parity flipped.
@@ -38,21 +39,27 @@
  *   parity untouched), and it tries to start its field's flush. Nobody
  *   waits for a stopped flush (lock-free, L1).
  * A READER (get_stats) loads tot_ctl, every unit's word, every shared
- * total, then tot_ctl again, all with acquire; if tot_ctl changed it reads
- * again (a flush started or ended: progress by another thread). Otherwise
- * at most one flush was busy during the read, the one tot_ctl names: its
- * credit is seen iff the shared parity differs from pS, its subtract iff
- * c's field parity differs from pP. Seen credited but not subtracted, its
- * T units are in both places: counted once. A subtract seen implies its
- * credit seen (CREDIT's order before SUBTRACT, acquire loads of the fields
- * before the shared totals). Every other field only grew during the read,
- * so each sum lies between the totals at the start and the end of the read:
- * a value the total held (M1). Model: tests/model/spin/totals.pml.
+ * total, then tot_ctl again, all with acquire. seq says how many STARTs
+ * and ENDs happened in between; END leaves the flush named (idle), so
+ * when that is at most one flush (it started, ended, or both, during the
+ * read; or it was busy throughout) tot_ctl names it, and the read corrects
+ * for it alone: its credit is seen iff the shared parity differs from pS,
+ * its subtract iff c's field parity differs from pP; seen credited but not
+ * subtracted, its T units are in both places: counted once. A subtract
+ * seen implies its credit seen (CREDIT's order before SUBTRACT, acquire
+ * loads of the fields before the shared totals). A flush that ended before
+ * the first load is wholly seen, one that starts after the last not at
+ * all. Two flushes or more during one read: it reads again (lock-free:
+ * each try follows other threads' flushes). Every other field only grew
+ * during the read, so each sum lies between the totals at the start and
+ * the end of the read: a value the total held (M1). Model:
+ * tests/model/spin/totals.pml.
  *
  * Thresholds (w, T): how often each total's flush costs three shared-line
  * writes on one CPU. admitted (21, 2^20: once per million admissions, like
- * the cell's limit), rejected (11, 1024), failures and ignored (7, 64),
- * released and late (6, 32).
+ * the cell's limit), rejected (11, 1024), failures (7, 64: a failure makes
+ * three shared RMWs anyway, L8), ignored and released (8, 128), late (3, 4:
+ * late results come only from tickets a transition overtook).
  */
 #ifndef CIRCUIT_PERCPU_H
 #define CIRCUIT_PERCPU_H
@@ -132,9 +139,9 @@ static inline unsigned circuit__tot_width(enum circuit__total t)
     case CIRCUIT__T_ADMITTED: return 21;
     case CIRCUIT__T_REJECTED: return 11;
     case CIRCUIT__T_FAILURES: return 7;
-    case CIRCUIT__T_IGNORED: return 7;
-    case CIRCUIT__T_RELEASED: return 6;
-    default: return 6; /* CIRCUIT__T_LATE */
+    case CIRCUIT__T_IGNORED: return 8;
+    case CIRCUIT__T_RELEASED: return 8;
+    default: return 3; /* CIRCUIT__T_LATE */
     }
 }
 static inline unsigned circuit__tot_shift(enum circuit__total t)
@@ -144,8 +151,8 @@ static inline unsigned circuit__tot_shift(enum circuit__total t)
     case CIRCUIT__T_REJECTED: return 22;
     case CIRCUIT__T_FAILURES: return 34;
     case CIRCUIT__T_IGNORED: return 42;
-    case CIRCUIT__T_RELEASED: return 50;
-    default: return 57; /* CIRCUIT__T_LATE: bits 57-63 */
+    case CIRCUIT__T_RELEASED: return 51;
+    default: return 60; /* CIRCUIT__T_LATE: bits 60-63 */
     }
 }
 /* T: a flush moves this many; the field's value stays below 2T. */

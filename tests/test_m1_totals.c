@@ -7,7 +7,7 @@
  * and check that every total circuit_get_stats reports is exact (the other
  * threads are quiescent when it is read) or a value it held.
  *
- * `released` is the field used: its batch is 32 (allow + circuit_release
+ * `released` is the field used: its batch is 128 (allow + circuit_release
  * adds one to admitted and one to released).
  */
 #include "helpers.h"
@@ -15,7 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#define RELEASED_BATCH 32 /* percpu.h: released's width 6, T = 2^5 */
+#define RELEASED_BATCH 128 /* percpu.h: released's width 8, T = 2^7 */
 
 /* Pins the calling thread to the CPU it runs on, when the system lets it
  * (a test that cannot pin still checks the same totals, less sharply). */
@@ -127,19 +127,39 @@ typedef struct reader {
     circuit_stats st;
 } reader;
 
+/* The reader's hook: it stops at its first pass over the fields, and every
+ * pass is counted. */
+static _Thread_local bool is_reader;
+static atomic_int reader_passes;
+static sem_t reader_parked, reader_go;
+
+static void reader_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (!is_reader || p != CIRCUIT_TP_TOTALS_READ)
+        return;
+    if (atomic_fetch_add(&reader_passes, 1) == 0) {
+        sem_post(&reader_parked);
+        while (sem_wait(&reader_go) != 0)
+            ;
+    }
+}
+
 static void *reader_thread(void *arg)
 {
     reader *r = arg;
-    park_me_at(CIRCUIT_TP_TOTALS_READ);
+    is_reader = true;
     circuit_get_stats(r->f->b, &r->st);
     return NULL;
 }
 
-/* A reader stopped between the fields and the shared totals while a whole
- * flush moves T units: it must not add the units it read in a field to the
- * same units credited since (it reads again: the control word moved). Its
- * totals lie between those at its start and at its end (M1). */
-Test(totals, M1_a_reader_that_a_whole_flush_overtakes_reads_again)
+/* A reader stopped between the fields and the shared totals while `flushes`
+ * whole flushes move T units each (this thread pinned: its field goes
+ * T - 1, T (flush), ..., one flush per T adds). With one, the read names
+ * it and counts its units once, in one pass; with two, it cannot tell them
+ * apart and reads again (a second pass). Either way its totals lie between
+ * those at its start and at its end (M1). */
+static void reader_overtaken_by(int flushes)
 {
     fx f;
     fx_init(&f, 64, 1, OPEN_FOR, PROBE_TO);
@@ -148,21 +168,30 @@ Test(totals, M1_a_reader_that_a_whole_flush_overtakes_reads_again)
     pin_here();
     for (int i = 0; i < RELEASED_BATCH - 1; i++)
         allow_release(&f); /* this CPU's field at T - 1 */
-    park_setup();
+    sem_init(&reader_parked, 0, 0);
+    sem_init(&reader_go, 0, 0);
+    atomic_store(&reader_passes, 0);
+    circuit_test_set_hook(reader_hook, NULL);
     reader r = {&f, {0}};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, reader_thread, &r), 0);
-    park_wait();
+    while (sem_wait(&reader_parked) != 0)
+        ;
     int64_t before = RELEASED_BATCH - 1;
-    uint64_t rmws = circuit_test_shared_rmws();
     int64_t more = 0;
-    while (circuit_test_shared_rmws() == rmws && more < 2 * RELEASED_BATCH) {
-        allow_release(&f); /* until a flush has run */
-        more++;
+    for (int k = 0; k < flushes; k++) {
+        uint64_t rmws = circuit_test_shared_rmws();
+        while (circuit_test_shared_rmws() == rmws && more < 4 * RELEASED_BATCH) {
+            allow_release(&f); /* until a flush has run */
+            more++;
+        }
+        cr_assert_gt(circuit_test_shared_rmws(), rmws, "flush %d did not run", k + 1);
     }
-    cr_assert_gt(circuit_test_shared_rmws(), rmws, "no flush while the reader was stopped");
-    park_release();
+    sem_post(&reader_go);
     cr_assert_eq(pthread_join(th, NULL), 0);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(atomic_load(&reader_passes), flushes == 1 ? 1 : 2,
+                 "%d flushes during the read: %d passes", flushes, atomic_load(&reader_passes));
     cr_assert(r.st.released >= (uint64_t)before && r.st.released <= (uint64_t)(before + more),
               "released %lld: not a value held during the read (%lld .. %lld)",
               (long long)r.st.released, (long long)before, (long long)(before + more));
@@ -170,6 +199,16 @@ Test(totals, M1_a_reader_that_a_whole_flush_overtakes_reads_again)
               "admitted %lld: not a value held during the read", (long long)r.st.admitted);
     assert_totals(&f, before + more, "after");
     fx_free(&f);
+}
+
+Test(totals, M1_a_reader_that_one_whole_flush_overtakes_counts_its_units_once)
+{
+    reader_overtaken_by(1);
+}
+
+Test(totals, M1_a_reader_that_two_flushes_overtake_reads_again)
+{
+    reader_overtaken_by(2);
 }
 
 /* Every packed total, past several batches, from 2 threads at once: exact
