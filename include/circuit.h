@@ -541,7 +541,10 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * of the breaker); in a quiescent breaker every field is exact and
  * admitted = successes + failures + ignored + late + released + (tickets
  * still live). Cost: O(CPUs) loads, in one pass over the per-CPU counters
- * however fast other threads count results (successes cannot starve it).
+ * however fast other threads count results (successes cannot starve it),
+ * unless two of the totals' batch flushes (one per 128 to 2^20 results of
+ * a kind on a CPU) start or end during the pass: then the totals are read
+ * again (lock-free).
  * The state word is read again only when another thread moved it during
  * the call: an exact point (a failure, a fold, an intent) while the closed
  * counts are derived, or a transition between an open word and the clock
