@@ -140,7 +140,9 @@ extern "C" {
  *  arena grows in chunks of 64 breakers (a line, 64 bytes or 128 on
  *  aarch64, + 1024 x CPUs bytes each) and
  *  frees a chunk with its last breaker: a chunk's free units are the only
- *  memory not counted here, at most 63 units per CPU in the whole process.
+ *  memory not counted here (at most 63 units per CPU while breakers are
+ *  only built; after frees, up to 63 in each chunk still in use, which new
+ *  breakers fill first).
  *  Allocator overhead is not included.
  *  Example: window 64, probes 1: on 2 CPUs 960 + 512 + 16 + 8 + 32 = 1528;
  *  on 64 CPUs 960 + 512 + 16 + 8 + 1024 = 2520. */
