@@ -13,7 +13,7 @@
  *   - the breaker's footprint as the core counts it (circuit_test_footprint);
  *   - the per-CPU area (CIRCUIT_FOOTPRINT_PER_CPU: 16 bytes per CPU in the
  *     per-CPU arena, SPEC L5 as amended in 0.3), stated apart; the heap
- *     bytes include a whole arena chunk (64 breakers' units) for one breaker;
+ *     bytes include a whole arena chunk (8 breakers' units) for one breaker;
  *   - what the allocator saw circuit_new take and circuit_free give back
  *     (tests/alloc_count.c, --wrap form: the bytes are malloc_usable_size);
  *   - the same allocator view for mutex_breaker, the reference model.

@@ -137,8 +137,9 @@ extern "C" {
  *  a unit in each CPU's region of a process-wide arena shared by all
  *  breakers (the layout of the Linux kernel's alloc_percpu), so that no two
  *  CPUs write one cache line and no breaker needs a line of its own. The
- *  arena grows in chunks of 64 breakers (a line, 64 bytes or 128 on
- *  aarch64, + 1024 x CPUs bytes each) and
+ *  arena grows in chunks of 8 breakers (a line, 64 bytes or 128 on
+ *  aarch64, + 128 x CPUs bytes) while the process holds fewer than 8, of
+ *  64 breakers (a line + 1024 x CPUs bytes) after, and
  *  frees a chunk with its last breaker: a chunk's free units are the only
  *  memory not counted here (at most 63 units per CPU while breakers are
  *  only built; after frees, up to 63 in each chunk still in use, which new

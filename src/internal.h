@@ -196,12 +196,13 @@ struct circuit_breaker {
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
     uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
     char *pcpu0;                   /* this breaker's unit in CPU 0's arena region; CPU i's
-                                    * is CIRCUIT__ARENA_STRIDE * i bytes further (percpu.h) */
+                                    * is pcpu_stride * i bytes further (percpu.h) */
     uint32_t bitmap_words;
     uint32_t ncpu;
     uint32_t footprint;            /* bytes: circuit_test_footprint (CFG1's bounds keep it
                                     * under 2 MB) */
-    uint32_t arena_unit;           /* the unit index in its arena chunk (percpu.c) */
+    uint16_t arena_unit;           /* the unit index in its arena chunk (percpu.c) */
+    uint16_t pcpu_stride;          /* bytes between two CPUs' units: its chunk's region */
 
     /* the state word, and the closed descriptors beside it on its line: a
      * failure's exact point CASes the word and then writes D_k, so both

@@ -11,10 +11,11 @@
 
 /* ---- THE ARENA ---------------------------------------------------------------
  * The layout of the kernel's alloc_percpu: a chunk has one region per CPU,
- * CIRCUIT__ARENA_STRIDE bytes each, and a breaker takes the same unit index
- * in every region, so its unit for CPU i is i regions after its unit for
- * CPU 0. A CPU's units of up to CIRCUIT__ARENA_UNITS breakers share that
- * CPU's lines (the same CPU writes them); two CPUs never share one. Chunks
+ * units x 16 bytes each, and a breaker takes the same unit index in every
+ * region, so its unit for CPU i is i regions after its unit for CPU 0. A
+ * CPU's units of up to 64 breakers share that CPU's lines (the same CPU
+ * writes them); two CPUs never share one. A chunk has 8 units while the
+ * process holds fewer than 8 breakers, 64 after. Chunks
  * are per CPU count (a test may set another, circuit_test_set_cpus) and are
  * freed with their last breaker, so circuit_free returns everything (L5).
  *
@@ -24,7 +25,9 @@
 typedef struct arena_chunk {
     struct arena_chunk *next, *prev; /* in `partial` while it has a free unit */
     uint64_t used;                   /* bit u: unit u taken */
+    uint64_t full;                   /* every unit taken: units bits */
     uint32_t ncpu;
+    uint32_t units;                  /* CIRCUIT__ARENA_FIRST or _UNITS */
     /* then the ncpu regions, from the next line boundary: the chunk
      * is one block, so a breaker finds it from its unit */
 } arena_chunk;
@@ -32,7 +35,9 @@ typedef struct arena_chunk {
 _Static_assert(sizeof(arena_chunk) <= CHUNK_HEAD, "the regions start on a line");
 
 _Static_assert(CIRCUIT__ARENA_UNITS == 64, "one 64-bit mask of units per chunk");
-_Static_assert(CIRCUIT__ARENA_STRIDE % CIRCUIT_CACHELINE == 0, "no two CPUs share a line");
+_Static_assert(CIRCUIT__ARENA_FIRST * sizeof(circuit__pcpu) % CIRCUIT_CACHELINE == 0 &&
+                   CIRCUIT__ARENA_UNITS * sizeof(circuit__pcpu) % CIRCUIT_CACHELINE == 0,
+               "no two CPUs share a line");
 
 /* The chunks with a free unit (full ones are reached only from their
  * breakers), so that taking and giving a unit cost O(1) however many
@@ -40,6 +45,7 @@ _Static_assert(CIRCUIT__ARENA_STRIDE % CIRCUIT_CACHELINE == 0, "no two CPUs shar
  * at once: then the first chunk of the right count is looked for). */
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 static arena_chunk *partial; /* under arena_mu */
+static uint64_t arena_live;  /* breakers holding units, under arena_mu */
 
 static void partial_link(arena_chunk *ch)
 {
@@ -70,22 +76,30 @@ bool circuit__pcpu_take(circuit_breaker *b)
     for (ch = partial; ch && ch->ncpu != ncpu; ch = ch->next)
         ;
     if (!ch) {
+        /* a small chunk while the process has few breakers: one breaker
+         * alone holds 128 bytes per CPU, not 1 KB */
+        uint32_t units = arena_live < CIRCUIT__ARENA_FIRST ? CIRCUIT__ARENA_FIRST : CIRCUIT__ARENA_UNITS;
         void *mem = NULL;
-        if (posix_memalign(&mem, CIRCUIT_CACHELINE, CHUNK_HEAD + (size_t)ncpu * CIRCUIT__ARENA_STRIDE) != 0) {
+        if (posix_memalign(&mem, CIRCUIT_CACHELINE,
+                           CHUNK_HEAD + (size_t)ncpu * units * sizeof(circuit__pcpu)) != 0) {
             pthread_mutex_unlock(&arena_mu);
             return false;
         }
         ch = mem;
         ch->used = 0;
+        ch->units = units;
+        ch->full = units == 64 ? UINT64_MAX : (UINT64_C(1) << units) - 1;
         ch->ncpu = ncpu;
         partial_link(ch);
     }
     unsigned u = (unsigned)__builtin_ctzll(~ch->used);
     ch->used |= UINT64_C(1) << u;
-    if (ch->used == UINT64_MAX)
+    if (ch->used == ch->full)
         partial_unlink(ch); /* full */
+    arena_live++;
     pthread_mutex_unlock(&arena_mu);
-    b->arena_unit = u;
+    b->arena_unit = (uint16_t)u;
+    b->pcpu_stride = (uint16_t)(ch->units * sizeof(circuit__pcpu));
     b->pcpu0 = chunk_regions(ch) + (size_t)u * sizeof(circuit__pcpu);
     /* Before the breaker is shared; the unit's last owner was freed (the
      * mutex orders its circuit_free before this) */
@@ -100,7 +114,8 @@ void circuit__pcpu_give(circuit_breaker *b)
         (arena_chunk *)(void *)(b->pcpu0 - (size_t)b->arena_unit * sizeof(circuit__pcpu) - CHUNK_HEAD);
     bool last;
     pthread_mutex_lock(&arena_mu);
-    if (ch->used == UINT64_MAX)
+    arena_live--;
+    if (ch->used == ch->full)
         partial_link(ch); /* a free unit again */
     ch->used &= ~(UINT64_C(1) << b->arena_unit);
     last = ch->used == 0;

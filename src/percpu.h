@@ -100,11 +100,12 @@ static inline int circuit__cpu_now(void)
     return sched_getcpu();
 }
 
-/* The arena's per-CPU regions: CIRCUIT__ARENA_UNITS breakers' units each,
- * CIRCUIT__ARENA_STRIDE bytes apart (a multiple of 64: no two CPUs share a
- * line). */
+/* The arena's chunks hold CIRCUIT__ARENA_FIRST breakers' units while the
+ * process has fewer breakers than that, CIRCUIT__ARENA_UNITS after: a
+ * chunk's per-CPU regions are units x 16 bytes apart (a multiple of the
+ * line: no two CPUs share one), b->pcpu_stride. */
+#define CIRCUIT__ARENA_FIRST 8u
 #define CIRCUIT__ARENA_UNITS 64u
-#define CIRCUIT__ARENA_STRIDE (CIRCUIT__ARENA_UNITS * sizeof(circuit__pcpu))
 
 /* Takes a unit for every CPU (ncpu of them) from the arena, zeroed, and
  * sets b->pcpu0 and b->arena_chunk; false when out of memory. Takes the
@@ -115,7 +116,7 @@ void circuit__pcpu_give(circuit_breaker *b);
 
 static inline circuit__pcpu *circuit__unit(const circuit_breaker *b, uint32_t i)
 {
-    return (circuit__pcpu *)(void *)(b->pcpu0 + (size_t)i * CIRCUIT__ARENA_STRIDE);
+    return (circuit__pcpu *)(void *)(b->pcpu0 + (size_t)i * b->pcpu_stride);
 }
 
 static inline uint32_t circuit__my_index(const circuit_breaker *b)

@@ -55,15 +55,29 @@ static int cpus(void)
     return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
-/* The per-CPU arena's chunk (circuit.h, CIRCUIT_FOOTPRINT_MAX): a head line
- * (64 bytes; 128 on aarch64) and 1024 bytes per CPU, for 64 breakers. */
+/* The per-CPU arena's chunks (circuit.h, CIRCUIT_FOOTPRINT_MAX): a head
+ * line (64 bytes; 128 on aarch64) and 16 bytes per CPU per unit; 8 units
+ * while the process holds fewer than 8 breakers, 64 after. */
+#define CHUNK_FIRST 8
 #define CHUNK_BREAKERS 64
 #if defined(__aarch64__)
 #define CHUNK_HEAD 128u
 #else
 #define CHUNK_HEAD 64u
 #endif
-static size_t chunk_bytes(int ncpu) { return CHUNK_HEAD + 1024u * (size_t)ncpu; }
+static size_t chunk_bytes(int ncpu, int units)
+{
+    return CHUNK_HEAD + 16u * (size_t)units * (size_t)ncpu;
+}
+/* Breakers built one after the other from none: the chunks they hold. */
+static size_t chunks_for(size_t n)
+{
+    return n == 0 ? 0 : 1 + (n > CHUNK_FIRST ? (n - CHUNK_FIRST + CHUNK_BREAKERS - 1) / CHUNK_BREAKERS : 0);
+}
+static size_t chunk_bytes_for(size_t n, int ncpu)
+{
+    return n == 0 ? 0 : chunk_bytes(ncpu, CHUNK_FIRST) + (chunks_for(n) - 1) * chunk_bytes(ncpu, CHUNK_BREAKERS);
+}
 
 /* ---- callbacks shared by every breaker --------------------------------------- */
 
@@ -167,11 +181,11 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
                     w, p, n, foot, (long long)(after.blocks - before.blocks), max);
         char what[64];
         snprintf(what, sizeof what, "(window %d, probes %d)", w, p);
-        /* the only breaker: its block and a new arena chunk, whose other 63
-         * units are free */
+        /* the only breaker: its block and a new (small) arena chunk, whose
+         * other 7 units are free */
         cr_assert_eq(after.blocks - before.blocks, 2, "%s: blocks", what);
         assert_held(what, after.bytes - before.bytes, 2,
-                    foot - 16u * (size_t)n + chunk_bytes(n));
+                    foot - 16u * (size_t)n + chunk_bytes(n, CHUNK_FIRST));
         cr_assert_leq(foot, max, "%s: footprint %zu bytes > CIRCUIT_FOOTPRINT_MAX %zu", what,
                       foot, max);
         circuit_free(b);
@@ -193,19 +207,21 @@ Test(memory, L5_per_cpu_part_is_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         uint32_t n = counts[k];
         circuit_test_set_cpus(n);
-        /* a full chunk's worth, so that the chunk is counted whole */
-        circuit_breaker *bs[CHUNK_BREAKERS];
+        /* enough to fill the first (small) chunk and one full one, so that
+         * every chunk is counted whole */
+        enum { NB = CHUNK_FIRST + CHUNK_BREAKERS };
+        circuit_breaker *bs[NB];
         held before = now_held();
-        for (int i = 0; i < CHUNK_BREAKERS; i++)
+        for (int i = 0; i < NB; i++)
             cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0, "%u CPUs: circuit_new", n);
         held after = now_held();
         size_t foot = circuit_test_footprint(bs[0]);
-        double each = (double)(after.bytes - before.bytes) / CHUNK_BREAKERS;
+        double each = (double)(after.bytes - before.bytes) / NB;
         cr_log_info("(64, 1) on %u CPUs: footprint %zu, %.1f bytes held each", n, foot, each);
-        cr_assert_eq(after.blocks - before.blocks, CHUNK_BREAKERS + 1,
-                     "%u CPUs: one block per breaker and one chunk", n);
-        assert_held("64 breakers", after.bytes - before.bytes, CHUNK_BREAKERS + 1,
-                    CHUNK_BREAKERS * foot + CHUNK_HEAD);
+        cr_assert_eq(after.blocks - before.blocks, NB + 2,
+                     "%u CPUs: one block per breaker and two chunks", n);
+        assert_held("72 breakers", after.bytes - before.bytes, NB + 2,
+                    NB * foot + 2u * CHUNK_HEAD);
         cr_assert_leq(foot, (size_t)CIRCUIT_FOOTPRINT_MAX(64, 1, n));
         if (k > 0)
             cr_assert_eq(foot - prev, 16u * (n - counts[k - 1]),
@@ -225,7 +241,7 @@ Test(memory, L5_per_cpu_part_is_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus
         cr_assert_eq(st.admitted, 2);
         cr_assert_eq(st.successes, 1);
         cr_assert_eq(st.failures, 1);
-        for (int i = 0; i < CHUNK_BREAKERS; i++)
+        for (int i = 0; i < NB; i++)
             circuit_free(bs[i]);
         held gone = now_held();
         cr_assert_eq(gone.blocks, before.blocks, "%u CPUs: blocks left", n);
@@ -249,12 +265,13 @@ Test(memory, L5_arena_chunks_are_freed_with_their_last_breaker_and_units_reused_
         call(bs[i], -1);
     }
     held built = now_held();
-    cr_assert_eq(built.blocks - base.blocks, N + (N + CHUNK_BREAKERS - 1) / CHUNK_BREAKERS);
+    cr_assert_eq(built.blocks - base.blocks, N + (int64_t)chunks_for(N));
     /* free every other one, then the rest backwards */
     for (int i = 0; i < N; i += 2)
         circuit_free(bs[i]);
     held half = now_held();
-    cr_assert_eq(half.blocks - base.blocks, N / 2 + 4, "chunks stay while one breaker holds them");
+    cr_assert_eq(half.blocks - base.blocks, N / 2 + (int64_t)chunks_for(N),
+                 "chunks stay while one breaker holds them");
     /* new breakers take the freed units: no new chunk, clean counts */
     for (int i = 0; i < N; i += 2) {
         cr_assert_eq(circuit_new(&bs[i], &s, NULL, 0), 0);
@@ -306,12 +323,12 @@ Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it
         }
         cr_assert_eq(foot, foot0, "breaker #%d: footprint %zu, the first one's %zu", i, foot,
                      foot0);
-        /* its block, and every 64th a new chunk of the per-CPU arena */
-        bool chunk = i % CHUNK_BREAKERS == 0;
+        /* its block, and now and then a new chunk of the per-CPU arena */
+        size_t chunk = chunk_bytes_for((size_t)i + 1, n_cpus) - chunk_bytes_for((size_t)i, n_cpus);
         cr_assert_eq(after.blocks - before.blocks, blocks0 - (chunk ? 0 : 1),
                      "breaker #%d: block count", i);
         assert_held("a new breaker", after.bytes - before.bytes, after.blocks - before.blocks,
-                    foot - 16u * (size_t)n_cpus + (chunk ? chunk_bytes(n_cpus) : 0));
+                    foot - 16u * (size_t)n_cpus + chunk);
     }
     cr_assert_leq(foot0, max,
                   "(window %d, probes %d, %d CPUs): footprint %zu bytes > "
@@ -323,9 +340,8 @@ Test(memory, L5_100000_breakers_hold_their_footprint_through_traffic_and_free_it
                 "blocks (footprint %zu, bound %zu), %.1f MB in all",
                 N_BREAKERS, WINDOW, PROBES, n_cpus, (long long)per_breaker, (long long)blocks0,
                 foot0, max, (double)(built.bytes - base.bytes) / 1e6);
-    size_t chunks = (N_BREAKERS + CHUNK_BREAKERS - 1) / CHUNK_BREAKERS;
     assert_held("all breakers", built.bytes - base.bytes, built.blocks - base.blocks,
-                (foot0 - 16u * (size_t)n_cpus) * N_BREAKERS + chunks * chunk_bytes(n_cpus));
+                (foot0 - 16u * (size_t)n_cpus) * N_BREAKERS + chunk_bytes_for(N_BREAKERS, n_cpus));
 
     /* Traffic through every breaker: successes and failures while closed;
      * the FAILURES_TO_TRIP-th failure in a row trips it (transition 1). */
