@@ -22,8 +22,8 @@
  * circuit_new and circuit_free for a few loads and stores; no call on a
  * breaker takes it (L1). */
 typedef struct arena_chunk {
-    struct arena_chunk *next;
-    uint64_t used;  /* bit u: unit u taken */
+    struct arena_chunk *next, *prev; /* in `partial` while it has a free unit */
+    uint64_t used;                   /* bit u: unit u taken */
     uint32_t ncpu;
     /* then the ncpu regions, from the next line boundary: the chunk
      * is one block, so a breaker finds it from its unit */
@@ -34,8 +34,31 @@ _Static_assert(sizeof(arena_chunk) <= CHUNK_HEAD, "the regions start on a line")
 _Static_assert(CIRCUIT__ARENA_UNITS == 64, "one 64-bit mask of units per chunk");
 _Static_assert(CIRCUIT__ARENA_STRIDE % CIRCUIT_CACHELINE == 0, "no two CPUs share a line");
 
+/* The chunks with a free unit (full ones are reached only from their
+ * breakers), so that taking and giving a unit cost O(1) however many
+ * breakers there are (only a test builds breakers for several CPU counts
+ * at once: then the first chunk of the right count is looked for). */
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
-static arena_chunk *arena_chunks; /* under arena_mu */
+static arena_chunk *partial; /* under arena_mu */
+
+static void partial_link(arena_chunk *ch)
+{
+    ch->prev = NULL;
+    ch->next = partial;
+    if (partial)
+        partial->prev = ch;
+    partial = ch;
+}
+
+static void partial_unlink(arena_chunk *ch)
+{
+    if (ch->prev)
+        ch->prev->next = ch->next;
+    else
+        partial = ch->next;
+    if (ch->next)
+        ch->next->prev = ch->prev;
+}
 
 static inline char *chunk_regions(arena_chunk *ch) { return (char *)ch + CHUNK_HEAD; }
 
@@ -44,9 +67,8 @@ bool circuit__pcpu_take(circuit_breaker *b)
     uint32_t ncpu = b->ncpu;
     arena_chunk *ch;
     pthread_mutex_lock(&arena_mu);
-    for (ch = arena_chunks; ch; ch = ch->next)
-        if (ch->ncpu == ncpu && ch->used != UINT64_MAX)
-            break;
+    for (ch = partial; ch && ch->ncpu != ncpu; ch = ch->next)
+        ;
     if (!ch) {
         void *mem = NULL;
         if (posix_memalign(&mem, CIRCUIT_CACHELINE, CHUNK_HEAD + (size_t)ncpu * CIRCUIT__ARENA_STRIDE) != 0) {
@@ -56,11 +78,12 @@ bool circuit__pcpu_take(circuit_breaker *b)
         ch = mem;
         ch->used = 0;
         ch->ncpu = ncpu;
-        ch->next = arena_chunks;
-        arena_chunks = ch;
+        partial_link(ch);
     }
     unsigned u = (unsigned)__builtin_ctzll(~ch->used);
     ch->used |= UINT64_C(1) << u;
+    if (ch->used == UINT64_MAX)
+        partial_unlink(ch); /* full */
     pthread_mutex_unlock(&arena_mu);
     b->arena_unit = u;
     b->pcpu0 = chunk_regions(ch) + (size_t)u * sizeof(circuit__pcpu);
@@ -77,14 +100,12 @@ void circuit__pcpu_give(circuit_breaker *b)
         (arena_chunk *)(void *)(b->pcpu0 - (size_t)b->arena_unit * sizeof(circuit__pcpu) - CHUNK_HEAD);
     bool last;
     pthread_mutex_lock(&arena_mu);
+    if (ch->used == UINT64_MAX)
+        partial_link(ch); /* a free unit again */
     ch->used &= ~(UINT64_C(1) << b->arena_unit);
     last = ch->used == 0;
-    if (last) {
-        arena_chunk **at = &arena_chunks;
-        while (*at != ch)
-            at = &(*at)->next;
-        *at = ch->next;
-    }
+    if (last)
+        partial_unlink(ch);
     pthread_mutex_unlock(&arena_mu);
     if (last)
         free(ch);
