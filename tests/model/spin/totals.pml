@@ -120,6 +120,9 @@
  *                           (c, i, pP, pS = 0), the reader unchanged
  *   -DPLANT_MET_FROM_CTL0   the reader takes the flush met from ctl0 when
  *                           moves >= 1 too (idle: the flush before)
+ *   -DPLANT_RETRY_ON_CHANGE the reader reads again whenever CONTROL changed
+ *                           (the protocol before 3bcdd09: right, but a
+ *                           lone START costs a pass, (4))
  *   -DPLANT_NO_RECHECK      try_flush does not check f_i >= T after loading
  *                           CONTROL (its v load stays, for pp_i)
  *   -DPLANT_OVERFLOW_CARRIES the increment has no overflow path: a field at
@@ -436,6 +439,8 @@ stopped:
  * ended); otherwise (two flushes or more met) it reads again. */
 #if defined(PLANT_ANY_MOVES)
 #define ACCEPT(mv, c0) 1
+#elif defined(PLANT_RETRY_ON_CHANGE)
+#define ACCEPT(mv, c0) ((mv) == 0)
 #elif defined(PLANT_ACCEPT_TWO_BUSY)
 #define ACCEPT(mv, c0) ((mv) <= 2)
 #else
