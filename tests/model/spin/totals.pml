@@ -12,8 +12,8 @@
  * reaches T has its T units moved ("flushed") to the shared total S[i],
  * whose top bit is a parity bit ps_i (its low 63 bits the total). One
  * shared CONTROL word {seq, busy, c, i, pP, pS} lets one flush at a time
- * run (idle: busy = 0; seq only grows: +1 at a flush's start, +1 at its
- * end).
+ * run (idle: busy = 0; seq only grows: +1 at a flush's START, +1 at its
+ * END; END leaves the flush named).
  *   increment(c, i), by any thread (threads migrate: several threads write
  *     one P[c]): v = load P[c]; if f_i(v) = 2T-1 (saturated: a flush busy
  *     elsewhere or stopped), FAA S[i] += 1 (the OVERFLOW path: the total
@@ -25,13 +25,18 @@
  *     S[i]; CAS CONTROL ctl -> {seq + 1, busy, c, i, pp_i(v), sp} (a failure
  *     returns); the winner alone then: CREDIT (one add of T + 2^63 to S[i]:
  *     T to the total, ps_i flipped), SUBTRACT (a CAS loop on P[c]: f_i -= T,
- *     pp_i flipped), END (store CONTROL = {seq + 2, idle}). No helping.
+ *     pp_i flipped), END (store CONTROL = the START's value, idle, its seq
+ *     + 1: {seq(ctl) + 2, idle, c, i, pP, pS}). No helping.
  *     (circuit__total_flush)
  *   circuit_get_stats: ctl0 = load CONTROL; load every P[c]; then load every
- *     S[i]; ctl1 = load CONTROL; ctl1 != ctl0: start again. tot_i = S[i] +
- *     sum_c f_i(P[c]); when ctl0 is busy with field i: credited = (ps_i as
- *     read != ctl0.pS), subtracted = (pp_i of P[ctl0.c] as read != ctl0.pP),
- *     and credited && !subtracted: tot_i -= T. It writes nothing.
+ *     S[i]; ctl1 = load CONTROL; moves = seq(ctl1) - seq(ctl0) (the STARTs
+ *     and ENDs during the pass). The pass is accepted for moves 0, 1, or 2
+ *     with ctl0 idle (one flush started and ended); otherwise (two flushes
+ *     or more met) it starts again. The flush met: moves 0: ctl0's when
+ *     busy, none when idle; else ctl1's (busy or idle). tot_i = S[i] +
+ *     sum_c f_i(P[c]); when the flush met is of field i: credited = (ps_i
+ *     as read != met.pS), subtracted = (pp_i of P[met.c] as read !=
+ *     met.pP), and credited && !subtracted: tot_i -= T. It writes nothing.
  *     (circuit__totals_read)
  *
  * GRANULARITY. Every atomic step makes at most ONE access to shared memory
@@ -76,6 +81,8 @@
  *   (4) L1 (-DNP): no non-progress cycle (every increment and every stats
  *       read passes a progress label when it returns), and no invalid end
  *       state: nothing waits, even for a flusher stopped forever (-DSTUCK);
+ *       a reader starts a second pass only after another thread's
+ *       progress: a flush ENDed during the pass (g_ends);
  *   (5) no field stays saturated for good: an overflow increment that found
  *       CONTROL idle at its add does not return leaving its field at 2T-1
  *       with CONTROL idle and no flush started since its add (else every
@@ -104,7 +111,18 @@
  *                           credited and not subtracted: counted twice
  *   -DPLANT_S_BEFORE_P      the reader loads every S[i] before every P[c]
  *   -DPLANT_SUBTRACT_FIRST  the flusher SUBTRACTs before it CREDITs
- *   -DPLANT_NO_CTL_CHECK    the reader ignores ctl1 != ctl0
+ *   -DPLANT_ACCEPT_TWO_BUSY the reader also accepts moves 2 from a busy
+ *                           ctl0 (one flush ENDed, another STARTed: it
+ *                           corrects for the second only)
+ *   -DPLANT_ANY_MOVES       the reader accepts any moves (never a second
+ *                           pass), correcting for the flush ctl1 names
+ *   -DPLANT_END_CLEARS      END stores {seq + 1, idle} with no identity
+ *                           (c, i, pP, pS = 0), the reader unchanged
+ *   -DPLANT_MET_FROM_CTL0   the reader takes the flush met from ctl0 when
+ *                           moves >= 1 too (idle: the flush before)
+ *   -DPLANT_RETRY_ON_CHANGE the reader reads again whenever CONTROL changed
+ *                           (the protocol before 3bcdd09: right, but a
+ *                           lone START costs a pass, (4))
  *   -DPLANT_NO_RECHECK      try_flush does not check f_i >= T after loading
  *                           CONTROL (its v load stays, for pp_i)
  *   -DPLANT_OVERFLOW_CARRIES the increment has no overflow path: a field at
@@ -193,6 +211,8 @@
 #define CI(x) (((x) >> 2) & 1)
 #define CPP(x) (((x) >> 1) & 1)
 #define CPS(x) ((x) & 1)
+#define CBUSYBIT 16
+#define CSEQONE 32
 
 byte P[NCPU];
 byte Stot[NF];
@@ -203,6 +223,7 @@ short CONTROL;
 byte g_true[NF];     /* increments made (CAS or overflow add) */
 byte g_credits[NF];  /* CREDITs made to S[i] */
 bit g_stuck;         /* a flusher stopped forever (-DSTUCK) */
+byte g_ends;         /* ENDs made (flushes finished) */
 
 byte script[NTHREADS * MAXOPS];
 
@@ -297,7 +318,8 @@ inline try_flush(c, i)
             d_step {
                 if
                 :: CONTROL == ctl ->
-                    CONTROL = MKC(CSEQ(ctl) + 1, 1, c, i, PPV(v, i), sp); cas = 1
+                    CONTROL = MKC(CSEQ(ctl) + 1, 1, c, i, PPV(v, i), sp);
+                    ctl = CONTROL; cas = 1 /* C: the local busy */
                 :: else -> cas = 0
                 fi
             };
@@ -313,7 +335,16 @@ inline try_flush(c, i)
                 subtract(c, i);
                 STOP3
 #endif
-                CONTROL = MKC(CSEQ(ctl) + 2, 0, 0, 0, 0, 0) /* END */
+                /* END: idle, seq + 1, still naming the flush (atomic,
+                 * not d_step: the SUBTRACT loop's break lands here) */
+                atomic {
+#ifdef PLANT_END_CLEARS
+                    CONTROL = MKC(CSEQ(ctl) + 1, 0, 0, 0, 0, 0);
+#else
+                    CONTROL = (ctl & ~CBUSYBIT) + CSEQONE;
+#endif
+                    g_ends++
+                }
             :: else -> COVER(4) /* another flush started first */
             fi
         fi
@@ -390,11 +421,12 @@ stopped:
     skip
 }
 
-/* the reader's view of the flush in ctl0 (c0) for field i, from its loads
- * (pv0, pv1; sq the parity of S[i] it read) */
-#define FLUSHING(i) (CBUSY(c0) && CI(c0) == (i))
-#define CREDITED(sq) ((sq) != CPS(c0))
-#define SUBTRACTED(i) (PPV((CC(c0) == 0 -> pv0 : pv1), i) != CPP(c0))
+/* the reader's view of the flush it met (m: a busy CONTROL value naming
+ * it, 0: none) for field i, from its loads (pv0, pv1; sq the parity of
+ * S[i] it read) */
+#define FLUSHING(i) (CBUSY(m) && CI(m) == (i))
+#define CREDITED(sq) ((sq) != CPS(m))
+#define SUBTRACTED(i) (PPV((CC(m) == 0 -> pv0 : pv1), i) != CPP(m))
 #define CORR(i, sq) (FLUSHING(i) && CREDITED(sq) && !SUBTRACTED(i))
 #ifdef PLANT_NO_CORRECTION
 #define RTOT(i, st, sq) (st + FV(pv0, i) + FV(pv1, i))
@@ -402,18 +434,38 @@ stopped:
 #define RTOT(i, st, sq) (st + FV(pv0, i) + FV(pv1, i) - (CORR(i, sq) -> T : 0))
 #endif
 
+/* The pass is accepted for mv = seq(ctl1) - seq(ctl0) STARTs and ENDs
+ * during it: none, one, or two from an idle ctl0 (one flush started and
+ * ended); otherwise (two flushes or more met) it reads again. */
+#if defined(PLANT_ANY_MOVES)
+#define ACCEPT(mv, c0) 1
+#elif defined(PLANT_RETRY_ON_CHANGE)
+#define ACCEPT(mv, c0) ((mv) == 0)
+#elif defined(PLANT_ACCEPT_TWO_BUSY)
+#define ACCEPT(mv, c0) ((mv) <= 2)
+#else
+#define ACCEPT(mv, c0) ((mv) <= 1 || ((mv) == 2 && !CBUSY(c0)))
+#endif
+/* the flush met: for mv = 0 the one ctl0 names busy, if any; else the one
+ * ctl1 names (END leaves it named) */
+#ifdef PLANT_MET_FROM_CTL0
+#define MET(mv, c0, c1) (CBUSY(c0) || (mv) > 0 -> (c0) | CBUSYBIT : 0)
+#else
+#define MET(mv, c0, c1) ((mv) == 0 -> (CBUSY(c0) -> (c0) : 0) : (c1) | CBUSYBIT)
+#endif
+
 proctype reader()
 {
-    byte n, pv0, pv1, st0, st1, lo0, lo1, tot;
+    byte n, pv0, pv1, st0, st1, lo0, lo1, tot, mv, e0;
     bit sq0, sq1, done;
-    short c0;
+    short c0, m;
 
     n = 0;
     do
     :: n == READS -> break
     :: n < READS ->
         do
-        :: d_step { c0 = CONTROL; lo0 = g_true[0]; lo1 = g_true[1] };
+        :: d_step { c0 = CONTROL; lo0 = g_true[0]; lo1 = g_true[1]; e0 = g_ends };
 #ifdef PLANT_S_BEFORE_P
             d_step { st0 = Stot[0]; sq0 = Sps[0] };
             d_step { st1 = Stot[1]; sq1 = Sps[1] };
@@ -428,11 +480,15 @@ proctype reader()
             /* ctl1, and the totals computed from the loads (local work
              * folded into the load's step) */
             d_step {
+                mv = CSEQ(CONTROL) - CSEQ(c0);
                 if
-#ifndef PLANT_NO_CTL_CHECK
-                :: CONTROL != c0 -> done = 0 /* a flush started or ended: again */
-#endif
-                :: else ->
+                :: ACCEPT(mv, c0) ->
+                    if
+                    :: mv == 1 -> COVER(10)
+                    :: mv == 2 -> COVER(11)
+                    :: else -> skip
+                    fi;
+                    m = MET(mv, c0, CONTROL);
                     /* (1): a value each total held during the pass (from
                      * its ctl0 load to this ctl1 load) */
                     tot = RTOT(0, st0, sq0);
@@ -440,7 +496,13 @@ proctype reader()
                     tot = RTOT(1, st1, sq1);
                     assert(lo1 <= tot); assert(tot <= g_true[1]);
                     tot = 0; done = 1
-                fi
+                :: else ->
+                    /* (4) L1: a second pass only after another thread's
+                     * progress: a flush ENDed during this one */
+                    assert(g_ends != e0);
+                    done = 0
+                fi;
+                mv = 0; e0 = 0
             };
             if
             :: done -> break
@@ -456,7 +518,7 @@ proctype reader()
             fi;
             n++;
             pv0 = 0; pv1 = 0; st0 = 0; st1 = 0; sq0 = 0; sq1 = 0;
-            lo0 = 0; lo1 = 0; c0 = 0; done = 0
+            lo0 = 0; lo1 = 0; c0 = 0; m = 0; done = 0
         };
 progress_read:
         skip
@@ -465,7 +527,7 @@ progress_read:
 
 init {
     byte i, pv0, pv1;
-    short c0;
+    short c0, m;
     d_step {
         /* the totals so far (fields below T; S empty) */
         P[0] = INIT_F00 * UNIT(0) + INIT_F01 * UNIT(1);
@@ -504,7 +566,7 @@ init {
         :: else -> skip
         fi;
         /* a stats read now computes the exact totals (a stopped flusher too) */
-        c0 = CONTROL; pv0 = P[0]; pv1 = P[1];
+        c0 = CONTROL; pv0 = P[0]; pv1 = P[1]; m = MET(0, c0, c0);
         assert(RTOT(0, Stot[0], Sps[0]) == g_true[0]);
         assert(RTOT(1, Stot[1], Sps[1]) == g_true[1])
     }
