@@ -487,10 +487,8 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
                 break;
             continue;
         }
-        if (code == CIRCUIT__ST_OPEN && circuit__open_over(c.hi, now)) {
-            c = circuit__advance(b, now, call_ctx, NULL); /* made open in the past */
-            continue;
-        }
+        if (code == CIRCUIT__ST_OPEN && circuit__open_over(c.hi, now))
+            continue; /* made open in the past: the top reads the clock and advances */
         circuit_counts cnt;
         circuit__counts(b, c, &cnt);
         CIRCUIT__HOOK(CIRCUIT_TP_OPERATOR_BEFORE_CAS);
@@ -536,10 +534,9 @@ circuit_state circuit_get_state(const circuit_breaker *b)
          * word must still be this open state after it (a reset and a
          * clock past the old end would otherwise report a half-open that
          * never was, S5). acquire: table core */
-        circuit__u128 again = circuit__ld128_acq(&b->core);
-        if (again.lo == c.lo && again.hi == c.hi)
+        if (circuit__core_still(b, &c))
             return circuit__open_over(c.hi, now) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
-        c = again; /* a transition was made meanwhile: read again (lock-free) */
+        /* a transition was made meanwhile: c is the new word (lock-free) */
     }
 }
 

@@ -21,7 +21,11 @@
  *
  * The bookkeeping is under one process-wide mutex, taken only by
  * circuit_new and circuit_free for a few loads and stores; no call on a
- * breaker takes it (L1). */
+ * breaker takes it: L1 names allow, done, release and get_state, and
+ * stress.nolock interposes pthread_mutex_lock and fails if any of them
+ * reaches a lock. A lock-free arena would need
+ * safe reclamation of a chunk another circuit_new may be scanning, for
+ * calls that already allocate. */
 typedef struct arena_chunk {
     struct arena_chunk *next, *prev; /* in `partial` while it has a free unit */
     uint64_t used;                   /* bit u: unit u taken */

@@ -108,7 +108,7 @@ static inline int circuit__cpu_now(void)
 #define CIRCUIT__ARENA_UNITS 64u
 
 /* Takes a unit for every CPU (ncpu of them) from the arena, zeroed, and
- * sets b->pcpu0 and b->arena_chunk; false when out of memory. Takes the
+ * sets b->pcpu0, b->pcpu_stride and b->arena_unit; false when out of memory. Takes the
  * arena's mutex (construction only: no call on a breaker takes it). */
 bool circuit__pcpu_take(circuit_breaker *b);
 /* Gives the units back (the chunk is freed with its last breaker). */

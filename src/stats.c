@@ -5,8 +5,8 @@
  *
  * Totals are the packed per-CPU fields (admitted, rejected, failures,
  * ignored, released, late) with their flushed shares (percpu.h, THE PACKED
- * TOTALS: a read of its own, which starts again if a flush starts or ends
- * meanwhile), plus the ledger of the successes of ended epochs, plus the
+ * TOTALS: a read of its own, which starts again only if two flushes meet
+ * it), plus the ledger of the successes of ended epochs, plus the
  * cells of the current epoch, plus three shared totals kept on paths that
  * already write a shared line (transitions, probe timeouts, successes of
  * the shared paths).
@@ -111,8 +111,7 @@ again:
          * A transition was made meanwhile: read again, which is lock-free
          * (each retry follows another thread's transition). acquire: table
          * core */
-        circuit__u128 w = circuit__ld128_acq(&b->core);
-        if (w.lo != c.lo || w.hi != c.hi)
+        if (!circuit__core_still(b, &c))
             goto again;
         if (circuit__open_over(c.hi, now)) {
             /* what circuit_get_state reports: half-open, not yet made */

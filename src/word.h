@@ -270,6 +270,19 @@ static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected
     return circuit__cas128_sc(&b->core, expected, desired);
 }
 
+/* True when the state word still holds *c (read again with acquire: table
+ * core); otherwise *c becomes what it holds now. The second read of "word,
+ * clock, word again" (circuit_get_state, circuit_get_stats): an answer
+ * made from a clock read stands for a state the word held across it. */
+static inline bool circuit__core_still(const circuit_breaker *b, circuit__u128 *c)
+{
+    circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+    if (now.lo == c->lo && now.hi == c->hi)
+        return true;
+    *c = now;
+    return false;
+}
+
 /* The 64-bit generation a tag stands for: the one with this tag nearest to
  * gen64 (see above). */
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag);
