@@ -565,9 +565,12 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
             return EAGAIN;
         uint32_t k = circuit__ck(c.hi);
         circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
-        circuit__u128 nx = {(x.lo & ~(UINT64_C(1) << 49)) |
-                                (kind == CIRCUIT_FAILURE ? UINT64_C(1) << 49 : 0),
-                            (x.hi & ~(uint64_t)CIRCUIT__F31_MASK) | (uint64_t)run};
+        if (!circuit__desc_is(x, k))
+            return EAGAIN;
+        circuit__desc_unpack(x, &cc);
+        cc.last_fail = kind == CIRCUIT_FAILURE;
+        cc.run = (uint32_t)run;
+        circuit__u128 nx = circuit__desc_pack(&cc, k);
         return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
     }
     uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);

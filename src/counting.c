@@ -20,6 +20,8 @@
  * per-CPU lines, the window, the word's closed layout) is this layer's own
  * and may change without the callers changing.
  */
+#include <errno.h>
+
 #include "counting.h"
 #include "percpu.h"
 #include "transition.h"
@@ -158,8 +160,16 @@
  *
  * BOUNDS. Epoch ids are 27 bits (taken from next_id): a thread would be
  * confused only if stopped for 2^27 epochs; epochs end only at intents.
- * Cells and S are 32 bits; an epoch ends (a FOLD) before either overflows.
- * Descriptor tags are the low 14 bits of k. Point numbers never restart:
+ * Cells are 32 bits and S_k at most 2^29 - 1 (CIRCUIT__D_S_MAX, what a
+ * descriptor holds); an epoch ends (a FOLD) before either overflows: a
+ * cell at its limit, or a failure that sums more than S_k's limit.
+ * Descriptor tags are k in full (32 bits): a stopped thread's "read X,
+ * check, CAS X" on a slot could find its X again only after 2^31 writes of
+ * that slot (0.3's first tag, k's low 14 bits, came back after 8 191: a
+ * reset or a failure stopped before its descriptor CAS across 8 191 closed
+ * states overwrote the live D_k, and every later failure, stats read and
+ * isolate spun, L1). The descriptor's seq is a ring index (modulo the
+ * window), which frees the bits. Point numbers never restart:
  * a closed state starts at k0 = the last closed state's final k + 2, with
  * D_{k0} (zero counts) written before the state is entered (transition.c),
  * so a slot still holding an older state's descriptor never carries a tag
@@ -351,33 +361,11 @@ static inline uint64_t cell_count(uint64_t v) { return v & CELL_COUNT_MAX; }
 
 /* ---- descriptors -------------------------------------------------------- */
 
-/* lo: seq 31 | full | failures 17 | last failure | tag 14 (k's low bits)
- * hi: run 31 | valid | S 32. A slot never written is {0, 0}: not valid. */
-#define D_TAG_MASK CIRCUIT__D_TAG_MASK
-#define D_VALID CIRCUIT__D_VALID
-_Static_assert(CIRCUIT__D_TAG_SHIFT == 50, "desc_pack's tag position is word.h's");
-
-static inline circuit__u128 desc_pack(const circuit__cc *c, uint32_t k)
-{
-    uint64_t lo = (uint64_t)(c->seq & CIRCUIT__F31_MASK) | (c->full ? UINT64_C(1) << 31 : 0) |
-                  ((uint64_t)c->fail << 32) | (c->last_fail ? UINT64_C(1) << 49 : 0) |
-                  (((uint64_t)k & D_TAG_MASK) << 50);
-    uint64_t hi = (uint64_t)(c->run & CIRCUIT__F31_MASK) | D_VALID | ((uint64_t)(uint32_t)c->S << 32);
-    return (circuit__u128){lo, hi};
-}
-static inline bool desc_is(circuit__u128 d, uint32_t k)
-{
-    return (d.hi & D_VALID) && ((d.lo >> 50) & D_TAG_MASK) == ((uint64_t)k & D_TAG_MASK);
-}
-static inline void desc_unpack(circuit__u128 d, circuit__cc *c)
-{
-    c->seq = (uint32_t)(d.lo & CIRCUIT__F31_MASK);
-    c->full = (d.lo >> 31) & 1u;
-    c->fail = (uint32_t)((d.lo >> 32) & CIRCUIT__HI_FAIL_MASK);
-    c->last_fail = (d.lo >> 49) & 1u;
-    c->run = (uint32_t)(d.hi & CIRCUIT__F31_MASK);
-    c->S = d.hi >> 32;
-}
+/* counting.h packs them (circuit__desc_pack / _is / _unpack, word.h's
+ * layout); short names here */
+#define desc_pack circuit__desc_pack
+#define desc_is circuit__desc_is
+#define desc_unpack circuit__desc_unpack
 
 /* ---- the closed window: a bitmap of its failures ---------------------------- */
 
@@ -505,14 +493,14 @@ bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd 
     *out = *c;
     if (n == 0)
         return true;
-    uint64_t s = c->seq; /* index of the first new result (mod seq_mod) */
+    uint64_t s = c->seq; /* ring index of the first new result (< W) */
     uint32_t fail = c->fail;
     if (n >= W) {
         fail = failure ? 1u : 0u; /* every result of the old window leaves */
     } else {
         /* W > 1 here. The new results at positions s .. s + n - 1 evict
          * the n positions a window before them, whose ring indices are the
-         * same (seq_mod is a multiple of W); an index no result of this
+         * same; an index no result of this
          * state has reached yet holds a 0 (the state started empty). */
         if (fail > 0) {
             uint32_t gone;
@@ -539,7 +527,7 @@ bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd 
     out->run = (uint32_t)run;
     out->last_fail = last_fail;
     out->full = c->full || s + n >= W;
-    out->seq = (uint32_t)((s + n % b->seq_mod) % b->seq_mod);
+    out->seq = (uint32_t)((s + n % W) % W); /* a ring index: descriptors keep it so */
     return true;
 }
 
@@ -614,6 +602,7 @@ static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circu
         circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
         if (!word_at(now.lo, now.hi, circuit__gen(w.lo), k))
             return false;
+        CIRCUIT__HOOK(CIRCUIT_TP_DESC_BEFORE_CAS);
         CIRCUIT__SHARED_RMW();
         if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
             return true;
@@ -1032,6 +1021,24 @@ circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
     }
 }
 
+#ifdef CIRCUIT_TESTING
+/* testing.h: n successes at once on the calling CPU's cell (S_k's limit) */
+int circuit_test_add_successes(circuit_breaker *b, uint32_t n)
+{
+    circuit__check_breaker(b, "circuit_test_add_successes");
+    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
+    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__cintent(lo) != CIRCUIT__INTENT_NONE)
+        return EINVAL;
+    uint64_t *cell = &circuit__my_cpu(b)->cell;
+    uint64_t v = circuit__ld_acq(cell); /* acquire: the CAS below decides */
+    if (cell_epoch(v) != circuit__cepoch(lo) || (v & CELL_SEALED) ||
+        cell_count(v) + n >= CELL_COUNT_MAX)
+        return EAGAIN;
+    /* relaxed: as a success's count (single-threaded use) */
+    return circuit__cas_rlx(cell, &v, v + n) ? 0 : EAGAIN;
+}
+#endif
+
 circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
                                                bool *have_now, void *call_ctx)
 {
@@ -1054,7 +1061,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
         }
         bool sealed, at_limit;
         uint64_t S = cells_sum(b, circuit__cepoch(w.lo), &sealed, &at_limit);
-        bool need_intent = sealed || at_limit || S > CIRCUIT__SD_MAX;
+        bool need_intent = sealed || at_limit || S > CIRCUIT__D_S_MAX;
         bool asked = false;
         circuit__cc n;
         if (!need_intent) {

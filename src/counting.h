@@ -7,6 +7,7 @@
 #ifndef CIRCUIT_COUNTING_H
 #define CIRCUIT_COUNTING_H
 
+#include "message.h"
 #include "percpu.h"
 
 /* Counts one settled result of a ticket admitted in generation `gen`
@@ -42,13 +43,40 @@ void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *
 
 /* ---- closed (the exact points, counting.c's CLOSED comment) ------------- */
 typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
-    uint32_t seq;              /* results counted in this generation, mod seq_mod */
-    bool full;                 /* seq has reached window */
-    uint32_t fail;             /* failures in the window */
+    uint32_t seq;              /* ring index of the next result: results counted in this
+                                * generation, modulo the window (< window) */
+    bool full;                 /* the generation has counted window results */
+    uint32_t fail;             /* failures in the window (<= window) */
     bool last_fail;            /* the newest result was a failure */
-    uint32_t run;              /* its run (saturated) */
-    uint64_t S;                /* cells' sum of the epoch at this point (0 after a fold) */
+    uint32_t run;              /* its run (saturated at CIRCUIT_RUN_MAX) */
+    uint64_t S;                /* cells' sum of the epoch at this point, <= CIRCUIT__D_S_MAX
+                                * (0 after a fold) */
 } circuit__cc;
+/* D_k, the descriptor of exact point k with counts *c, in word.h's layout
+ * (the tag is k in full). A field out of its range is a bug of this layer:
+ * it aborts rather than be stored cut. */
+static inline circuit__u128 circuit__desc_pack(const circuit__cc *c, uint32_t k)
+{
+    if (c->seq > CIRCUIT__D_SEQ_MASK || c->fail > (uint32_t)CIRCUIT_MAX_COUNT ||
+        c->run > (uint32_t)CIRCUIT_RUN_MAX || c->S > CIRCUIT__D_S_MAX)
+        circuit__abort("internal error: descriptor field out of range "
+                       "(seq %u, failures %u, run %u, S %llu)",
+                       c->seq, c->fail, c->run, (unsigned long long)c->S);
+    uint64_t lo = (uint64_t)k | ((uint64_t)c->run << CIRCUIT__D_RUN_SHIFT) | CIRCUIT__D_VALID;
+    uint64_t hi = (uint64_t)c->seq | (c->full ? CIRCUIT__D_FULL : 0) |
+                  ((uint64_t)c->fail << CIRCUIT__D_FAIL_SHIFT) |
+                  (c->last_fail ? CIRCUIT__D_LAST : 0) | (c->S << CIRCUIT__D_S_SHIFT);
+    return (circuit__u128){lo, hi};
+}
+static inline void circuit__desc_unpack(circuit__u128 d, circuit__cc *c)
+{
+    c->run = (uint32_t)((d.lo >> CIRCUIT__D_RUN_SHIFT) & CIRCUIT__F31_MASK);
+    c->seq = (uint32_t)(d.hi & CIRCUIT__D_SEQ_MASK);
+    c->full = (d.hi & CIRCUIT__D_FULL) != 0;
+    c->fail = (uint32_t)((d.hi >> CIRCUIT__D_FAIL_SHIFT) & UINT64_C(0x1ffff));
+    c->last_fail = (d.hi & CIRCUIT__D_LAST) != 0;
+    c->S = d.hi >> CIRCUIT__D_S_SHIFT;
+}
 /* The closed bitmap's update of one exact point, U(k): clear the bits of
  * the m ring indices from s on (modulo the window: the indices of the m
  * positions the point appended, which evict the m before them), then set

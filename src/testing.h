@@ -66,6 +66,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_TOTALS_SUBTRACTED,     /* the field lowered, before the flush's END */
     CIRCUIT_TP_TOTALS_READ,           /* get_stats: the packed fields read, before the shared
                                        * totals and the second load of the flush control word */
+    CIRCUIT_TP_DESC_BEFORE_CAS,       /* a closed point's descriptor D_k: the word checked at
+                                       * k, before the CAS of its slot (counting.c desc_put) */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 
@@ -124,6 +126,16 @@ bool circuit_test_fast_mode(const circuit_breaker *b);
  * part of the exact counts); returns true when the breaker was closed and
  * this call made the fold's intent. */
 bool circuit_test_fold(circuit_breaker *b);
+
+/* Counts n successes at once on the calling thread's CPU cell while closed
+ * (as n closed successes would, without their tickets: the M1 totals do
+ * not see them). For S_k's limit (2^29 - 1 successes between two exact
+ * points) without 2^29 calls. Single-threaded use, after at least one
+ * success of the current epoch on this CPU (a cell starts with its first
+ * success). Returns 0; EINVAL when not closed or an intent is being
+ * completed; EAGAIN when the cell is not this epoch's, is sealed, or would
+ * reach its 2^32 - 1 limit. */
+int circuit_test_add_successes(circuit_breaker *b, uint32_t n);
 
 #ifdef __cplusplus
 }

@@ -26,8 +26,9 @@
  *                    starts at k0 = the previous closed state's last k + 2
  *                    (transition.c), so that no descriptor tag of an
  *                    older state is read as one of this state
- *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0),
- *                    or the successes folded at k (F = 1, saturated);
+ *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0,
+ *                    at most CIRCUIT__D_S_MAX = 2^29 - 1), or the
+ *                    successes folded at k (F = 1, saturated at 2^32 - 1);
  *                    in an intent word: the sum its maker read
  *       (the counts at point k are the descriptor D[k & 1], counting.c)
  *   hi  half-open:
@@ -146,18 +147,34 @@ static inline uint64_t circuit__csd(uint64_t hi) { return hi >> 32; }
 static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
 
 /* The closed descriptors D_k (counting.c packs them; two 16-byte slots,
- * D[k & 1]): lo holds k's low 14 bits at bit 50, hi a valid bit at 31. A
- * closed state's first point k0 has all-zero counts: circuit__desc_zero,
- * written into D[k0 & 1] by the transition that enters the state, before
- * its CAS (transition.c), so that every point of a state, its first one
- * included, is read from a slot the same way. */
-#define CIRCUIT__D_TAG_SHIFT 50
-#define CIRCUIT__D_TAG_MASK UINT64_C(0x3fff)
-#define CIRCUIT__D_VALID (UINT64_C(1) << 31)
+ * D[k & 1]): lo holds k in full (32 bits: the tag that "read X, check, CAS
+ * X" on a slot relies on, so an X of point k comes back only after 2^31
+ * writes of its slot; 0.3's first tag, k's low 14 bits, came back after
+ * 8 191 and let a stopped writer overwrite a live descriptor, L1), the run
+ * and a valid bit; hi the S, failures, seq (modulo the window), full and
+ * last-outcome fields. A closed state's first point k0 has all-zero counts:
+ * circuit__desc_zero, written into D[k0 & 1] by the transition that enters
+ * the state, before its CAS (transition.c), so that every point of a
+ * state, its first one included, is read from a slot the same way. */
+#define CIRCUIT__D_VALID (UINT64_C(1) << 63)  /* lo */
+#define CIRCUIT__D_RUN_SHIFT 32               /* lo: run, 31 bits */
+#define CIRCUIT__D_SEQ_MASK UINT64_C(0xffff)  /* hi bits 0..15: seq mod window */
+#define CIRCUIT__D_FULL (UINT64_C(1) << 16)   /* hi */
+#define CIRCUIT__D_FAIL_SHIFT 17              /* hi: failures, 17 bits */
+#define CIRCUIT__D_LAST (UINT64_C(1) << 34)   /* hi: the newest result failed */
+#define CIRCUIT__D_S_SHIFT 35                 /* hi: S_k, 29 bits */
+/* The largest S_k a descriptor (and so the word, F = 0) holds: a failure
+ * that sums more makes the epoch end instead (a fold, counting.c): once
+ * per 2^29 successes at most. */
+#define CIRCUIT__D_S_MAX ((UINT64_C(1) << 29) - 1)
+_Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a descriptor's seq (mod window) has 16 bits");
 static inline circuit__u128 circuit__desc_zero(uint32_t k)
 {
-    return (circuit__u128){((uint64_t)k & CIRCUIT__D_TAG_MASK) << CIRCUIT__D_TAG_SHIFT,
-                           CIRCUIT__D_VALID};
+    return (circuit__u128){(uint64_t)k | CIRCUIT__D_VALID, 0};
+}
+static inline bool circuit__desc_is(circuit__u128 d, uint32_t k)
+{
+    return (d.lo & CIRCUIT__D_VALID) && (uint32_t)d.lo == k;
 }
 
 /* The closed window's bitmap (counting.c): word j (circuit__cbits) is {tag,

@@ -8,7 +8,7 @@
  *   NAME: ALLOW_BEFORE_ADMIT DONE_BEFORE_CAS RELEASE_BEFORE_CAS DELIVERY_WON
  *         AFTER_PUBLISH SLOT_HELD RING_BEFORE_WRITE FAST_BEFORE_COUNT FOLD_SEALED
  *         FOLD_MID_SUM INTENT_MADE OPERATOR_BEFORE_CAS CELL_BEFORE_START
- *         CLOSED_START_BEFORE_DESC CLOSED_START_BEFORE_BITS
+ *         CLOSED_START_BEFORE_DESC CLOSED_START_BEFORE_BITS DESC_BEFORE_CAS
  *         TIMEOUT_BEFORE_CLAIM TIMEOUT_CLAIMED TIMEOUT_TAKEN TIMEOUT_COUNTED
  *         TIMEOUT_FREED (the steps of a probe timeout's claim, P1: the others
  *         finish the parked thread's claim and go on timing probes out)
@@ -89,6 +89,7 @@ static const struct {
     {"TOTALS_STARTED", CIRCUIT_TP_TOTALS_STARTED},
     {"TOTALS_CREDITED", CIRCUIT_TP_TOTALS_CREDITED},
     {"TOTALS_SUBTRACTED", CIRCUIT_TP_TOTALS_SUBTRACTED},
+    {"DESC_BEFORE_CAS", CIRCUIT_TP_DESC_BEFORE_CAS},
     {"TIMEOUT_BEFORE_CLAIM", CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM},
     {"TIMEOUT_CLAIMED", CIRCUIT_TP_TIMEOUT_CLAIMED},
     {"TIMEOUT_TAKEN", CIRCUIT_TP_TIMEOUT_TAKEN},
@@ -260,7 +261,7 @@ int main(int argc, char **argv)
                    "FOLD_MID_SUM|INTENT_MADE|OPERATOR_BEFORE_CAS|CELL_BEFORE_START|"
                    "CLOSED_START_BEFORE_DESC|CLOSED_START_BEFORE_BITS|"
                    "MIRROR_BEFORE_SET|MIRROR_BEFORE_SHUT|INTENT_BEFORE_CAS|"
-                   "TOTALS_STARTED|TOTALS_CREDITED|TOTALS_SUBTRACTED|"
+                   "TOTALS_STARTED|TOTALS_CREDITED|TOTALS_SUBTRACTED|DESC_BEFORE_CAS|"
                    "TIMEOUT_BEFORE_CLAIM|TIMEOUT_CLAIMED|TIMEOUT_TAKEN|TIMEOUT_COUNTED|"
                    "TIMEOUT_FREED");
     if (a.threads < 2)
@@ -275,14 +276,15 @@ int main(int argc, char **argv)
     cfg.name = cname;
     if (target == CIRCUIT_TP_FAST_BEFORE_COUNT || target == CIRCUIT_TP_FOLD_SEALED ||
         target == CIRCUIT_TP_FOLD_MID_SUM || target == CIRCUIT_TP_INTENT_MADE ||
-        target == CIRCUIT_TP_CELL_BEFORE_START)
+        target == CIRCUIT_TP_CELL_BEFORE_START || target == CIRCUIT_TP_DESC_BEFORE_CAS)
         cfg.fail_pct = 8; /* mostly successes, failures now and then: cells counted,
                            * summed by failures, sealed by trips and isolates */
     if (target == CIRCUIT_TP_MIRROR_BEFORE_SHUT || target == CIRCUIT_TP_INTENT_BEFORE_CAS)
         cfg.fail_pct = 8; /* trips' intents among many closed successes */
     if (target == CIRCUIT_TP_OPERATOR_BEFORE_CAS || target == CIRCUIT_TP_CLOSED_START_BEFORE_DESC ||
         target == CIRCUIT_TP_CLOSED_START_BEFORE_BITS || target == CIRCUIT_TP_MIRROR_BEFORE_SET ||
-        target == CIRCUIT_TP_MIRROR_BEFORE_SHUT || target == CIRCUIT_TP_INTENT_BEFORE_CAS)
+        target == CIRCUIT_TP_MIRROR_BEFORE_SHUT || target == CIRCUIT_TP_INTENT_BEFORE_CAS ||
+        target == CIRCUIT_TP_DESC_BEFORE_CAS)
         cfg.operator_pm = 6; /* resets from isolated enter closed states too */
     if (a.scale < 1.0) {
         max_hits = (int)(MAX_HITS * a.scale);

@@ -78,7 +78,7 @@
  *     modelled, nor the ring's part of closed_help and after_point;
  *   - widths: epoch ids 4 bits (asserted never to wrap here), k 3 bits
  *     (descriptor tags: the full k), cells count to CELL_MAX; "S too large
- *     for the word" (S > 2^32 - 1) is not modelled (it takes the same
+ *     for the word" (S > 2^29 - 1, a descriptor's S) is not modelled (it takes the same
  *     intend(FAILURE) path as a sealed or at-limit sum, which is);
  *   - one closed generation: a trip or an isolate ends the run's closed
  *     state (open, half-open, reset, the descriptor emptying of a new closed
