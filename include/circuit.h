@@ -372,7 +372,10 @@ typedef struct circuit_breaker circuit_breaker;
  *  review measured under 9 minutes). Likewise a thread stopped inside
  *  circuit_done of a closed success (before its per-CPU count) while 2^27
  *  closed epochs end (each trip, isolate or reset ends one) may count its
- *  success into the closed state that reuses its epoch id. */
+ *  success into the closed state that reuses its epoch id. A thread
+ *  stopped before writing a closed point's record of counts (in a failure's
+ *  circuit_done, or a reset entering closed) is harmless until 2^31 later
+ *  points of the same parity (about 2^32 failures and state changes). */
 typedef struct circuit_ticket {
     uint64_t circuit_private_[5];
 } circuit_ticket;
