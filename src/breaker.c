@@ -300,24 +300,19 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
     }
 }
 
-bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
-                   circuit_rejection *rej)
+/* circuit_allow past its fast path: a transition waiting for delivery, or
+ * the closed mirror shut (out of line, so that the fast path saves no
+ * registers: a tail call) */
+static __attribute__((noinline)) bool allow_rest(circuit_breaker *b, circuit__ticket *tk,
+                                                 void *call_ctx, circuit_rejection *rej)
 {
-    circuit__check_breaker(b, "circuit_allow");
-    /* The ticket's old contents are not looked at: it is usually
-     * uninitialised stack, which may hold any bytes. */
-    circuit__ticket *tk = tk_of(t, "circuit_allow");
     circuit__deliver_pending(b); /* O4: before admitting */
-
-    /* The closed mirror (word.h): open for generation g only while the
-     * breaker is closed in g, on a line no failure writes. acquire: a
-     * ticket of this generation must see what the CAS that made it
-     * published (the mirror's set read that CAS's word with acquire). */
+    /* acquire: as in circuit_allow */
     uint64_t seen = circuit__mirror_ld(b);
     if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
         admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
-        return true; /* the fast path: no clock, nothing published */
+        return true;
     }
     /* Shut: the state word decides. acquire: as above */
     seen = circuit__ld128_lo_acq(&b->core);
@@ -332,6 +327,30 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                         : allow_slow(b, tk, call_ctx, rej, seen);
     circuit__deliver_pending(b); /* O3 */
     return admitted;
+}
+
+bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
+                   circuit_rejection *rej)
+{
+    circuit__check_breaker(b, "circuit_allow");
+    /* The ticket's old contents are not looked at: it is usually
+     * uninitialised stack, which may hold any bytes. */
+    circuit__ticket *tk = tk_of(t, "circuit_allow");
+    /* O4: a transition waiting for delivery goes first (allow_rest).
+     * relaxed: as circuit__deliver_pending's look */
+    if (__builtin_expect(circuit__ld_rlx(&b->pending) != 0, 0))
+        return allow_rest(b, tk, call_ctx, rej);
+    /* The closed mirror (word.h): open for generation g only while the
+     * breaker is closed in g, on a line no failure writes. acquire: a
+     * ticket of this generation must see what the CAS that made it
+     * published (the mirror's set read that CAS's word with acquire). */
+    uint64_t seen = circuit__mirror_ld(b);
+    if (__builtin_expect(circuit__code(seen) == CIRCUIT__ST_CLOSED, 1)) {
+        CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
+        admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
+        return true; /* the fast path: no clock, nothing published */
+    }
+    return allow_rest(b, tk, call_ctx, rej);
 }
 
 /* ---- settling ------------------------------------------------------------------ */

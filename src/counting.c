@@ -349,15 +349,13 @@ circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128
 
 /* ---- cells ------------------------------------------------------------- */
 
-#define CELL_SEALED (UINT64_C(1) << 63)
-#define CELL_COUNT_MAX UINT64_C(0xffffffff)
-
-static inline uint64_t cell_make(uint32_t epoch, uint64_t count)
-{
-    return ((uint64_t)(epoch & CIRCUIT__F31_MASK) << 32) | count;
-}
-static inline uint32_t cell_epoch(uint64_t v) { return (uint32_t)((v >> 32) & CIRCUIT__F31_MASK); }
-static inline uint64_t cell_count(uint64_t v) { return v & CELL_COUNT_MAX; }
+/* counting.h has their layout (closed_success's fast path inlines); short
+ * names here */
+#define CELL_SEALED CIRCUIT__CELL_SEALED
+#define CELL_COUNT_MAX CIRCUIT__CELL_COUNT_MAX
+#define cell_make circuit__cell_make
+#define cell_epoch circuit__cell_epoch
+#define cell_count circuit__cell_count
 
 /* ---- descriptors -------------------------------------------------------- */
 
@@ -949,28 +947,11 @@ static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const ui
 
 /* ---- results -------------------------------------------------------------- */
 
-circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen, void *call_ctx)
+circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t gen,
+                                                   void *call_ctx, uint64_t m, uint64_t *cell)
 {
     int64_t now = 0;
     bool have_now = false;
-    uint64_t *cell = &circuit__my_cpu(b)->cell;
-    /* The closed mirror (word.h): open for (gen, e) only while the word is
-     * closed in gen, epoch e, and the cell of e is sealed before e ends. So
-     * an unsealed cell of e counts the success in gen without reading the
-     * word, whose line every failure takes. acquire: the epoch's cells as
-     * its start left them. */
-    uint64_t m = circuit__mirror_ld(b);
-    if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen) {
-        uint32_t epoch = circuit__cepoch(m);
-        uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
-        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
-        while (cell_epoch(v) == epoch && !(v & CELL_SEALED) && cell_count(v) < CELL_COUNT_MAX) {
-            /* relaxed: a seal is an RMW on this cell, so it reads this
-             * count or makes this CAS fail */
-            if (circuit__cas_rlx(cell, &v, v + 1))
-                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
-        }
-    }
     /* The mirror shut, or the cell sealed, of another epoch or at its
      * limit: the state word decides (below). acquire: as above */
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
