@@ -376,11 +376,9 @@ typedef struct circuit_breaker circuit_breaker;
  *  stopped before writing a closed point's record of counts (in a failure's
  *  circuit_done, or a reset entering closed) is harmless until 2^31 later
  *  points of the same parity (about 2^32 failures and state changes).
- *  Known limit: a half-open state reads what a half-open state 2^30
- *  transitions earlier left (its window's failure records, a probe slot
- *  released after its timeout fell due) as its own when their low 30 bits
- *  agree, with no ticket outstanding: its counts can miss a failure and its
- *  first probe slot can be taken as reserved (docs/CONTRACT.md T6). */
+ *  A half-open state never reads what an older half-open state left (its
+ *  window's failure records, a probe slot released after its timeout fell
+ *  due) as its own: entering half-open empties whatever carries its tag. */
 typedef struct circuit_ticket {
     uint64_t circuit_private_[5];
 } circuit_ticket;

@@ -620,6 +620,23 @@ bool circuit_test_fast_mode(const circuit_breaker *b)
     return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE;
 }
 
+int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
+{
+    circuit__check_breaker(b, "circuit_test_skip_generations");
+    if (circuit_test_pending(b) != 0)
+        return EINVAL;
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    if (circuit__code(c.lo) != CIRCUIT__ST_ISOLATED)
+        return EINVAL;
+    uint64_t g = circuit__gen_widen(b, circuit__gen(c.lo)) + n;
+    circuit__u128 nw = {circuit__mklo(CIRCUIT__ST_ISOLATED, (uint32_t)(g & CIRCUIT__GEN_MASK), 0),
+                        c.hi};
+    if (!circuit__core_cas(b, &c, nw))
+        return EAGAIN;
+    circuit__st_rlx(&b->gen64, g); /* relaxed: single-threaded use (table gen64) */
+    return 0;
+}
+
 bool circuit_test_fold(circuit_breaker *b)
 {
     circuit__check_breaker(b, "circuit_test_fold");

@@ -1002,6 +1002,11 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
     }
 }
 
+bool circuit__halfopen_window_start(circuit_breaker *b, uint32_t gen, uint64_t lo)
+{
+    return circuit__ring_start(b, gen, lo);
+}
+
 #ifdef CIRCUIT_TESTING
 /* testing.h: n successes at once on the calling CPU's cell (S_k's limit) */
 int circuit_test_add_successes(circuit_breaker *b, uint32_t n)

@@ -37,6 +37,12 @@ typedef enum circuit__timeout_result {
 circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128 *c, int64_t due,
                                                void *call_ctx);
 
+/* Before the CAS that enters half-open in generation `gen` from the open
+ * word whose low half is lo: the window's records an older half-open state
+ * left under gen's 30-bit tag are emptied (window.c circuit__ring_start).
+ * False when the word moved. */
+bool circuit__halfopen_window_start(circuit_breaker *b, uint32_t gen, uint64_t lo);
+
 /* The counts the word c stands for: zero while open or isolated; closed:
  * its exact point's plus the successes the cells hold (read, not sealed). */
 void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *out);

@@ -4,9 +4,13 @@
  *
  * OWNERSHIP: a bitmap of `probes` bits, 32 per 8-byte word, each word tagged
  * with the generation its bits belong to: a word of an older generation reads
- * as all-free, so entering half-open clears nothing (O(1)) and a stale
- * ticket's bit can never be cleared in a later generation. A bit is taken and
- * given back by CAS on its word.
+ * as all-free, and a stale ticket's bit can never be cleared in a later
+ * generation. A bit is taken and given back by CAS on its word. Tags are the
+ * generation's low 30 bits, which come back after 2^30 transitions (an
+ * operator isolate/reset loop: minutes), so entering half-open empties what
+ * an older half-open state left under the new tag (halfopen_start: busy
+ * slot records, bitmap bits, the window's records; O(window + probes) loads
+ * per open period).
  *
  * IDENTITY AND TIME: each slot also has a 16-byte record {tag, due_ns}, tag =
  * {generation, reuse sequence, busy}, changed by cmpxchg16b. A ticket names
@@ -176,13 +180,19 @@ static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
  * since), so a stale caller cannot damage a later half-open state.
  * Returns false when the breaker is no longer in that open state; otherwise
  * *reuse is the reservation's reuse sequence. */
-static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, int64_t now,
-                          uint32_t *reuse)
+static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, uint64_t open_end,
+                          int64_t now, uint32_t *reuse)
 {
     circuit__u128 *s = &b->slots[0];
     circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
+    /* A reservation for this open period was made at a moment >= its end,
+     * so it is due at open_end + probe_timeout or later; a busy record with
+     * gen's tag due earlier is an older half-open state's (2^30 transitions
+     * ago), left by a ticket released after its timeout fell due. */
+    int64_t fresh_due = circuit__sat_add((int64_t)open_end, b->cfg.probe_timeout_ns);
     for (;;) {
-        if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
+        if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen &&
+            (int64_t)cur.hi >= fresh_due) {
             *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
             break;
         }
@@ -210,6 +220,52 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, in
         if (circuit__cas_acq(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
             return true;
     }
+}
+
+/* Before the CAS that enters half-open in generation `gen` from the open
+ * word whose low half is open_lo: what older half-open states left under
+ * gen's 30-bit tag (it comes back after 2^30 transitions) is emptied, so
+ * that the new state does not read it as its own: the window's failure
+ * records (counting.h), the busy records of slots 1.. (left by tickets
+ * released after their timeout fell due, whose timeouts a later state
+ * never counts), and the bitmap's bits (all but slot 0's, the
+ * reservation's, which slot0_reserve tells apart by its due time). No
+ * record or bit of gen is made before the CAS except slot 0's, so anything
+ * else tagged gen is old. Each write only while the word still holds
+ * open_lo (read X, check, CAS X). O(window + probes) loads, once per open
+ * period (by each thread that tries the transition). False when the word
+ * moved. */
+static bool halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
+{
+    if (!circuit__halfopen_window_start(b, gen, open_lo))
+        return false;
+    for (uint32_t i = 1; i < b->probes; i++) {
+        circuit__u128 *s = &b->slots[i];
+        circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
+        while ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
+            /* acquire: the check follows the read above */
+            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+                return false;
+            /* not busy, its reuse kept (tickets name it); sc: table slots */
+            circuit__u128 nw = {cur.lo & ~(SLOT_BUSY | SLOT_TAKEN), 0};
+            if (circuit__cas128_sc(s, &cur, nw))
+                break;
+        }
+    }
+    for (uint32_t j = 0; j < b->bitmap_words; j++) {
+        uint64_t keep = j == 0 ? UINT64_C(1) : 0; /* slot 0: the reservation's */
+        uint64_t w = circuit__ld_acq(&b->bitmap[j]); /* acquire: checked below */
+        while (bm_gen(w) == gen && ((uint32_t)w & ~(uint32_t)keep) != 0) {
+            /* acquire: the check follows the read above */
+            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+                return false;
+            /* acquire on failure: re-checked; the transition CAS that
+             * follows (release) publishes it */
+            if (circuit__cas_acq(&b->bitmap[j], &w, (w & ~UINT64_C(0xffffffff)) | (w & keep)))
+                break;
+        }
+    }
+    return true;
 }
 
 /* Writes the record of a slot whose bit the caller owns in `gen`. Only while
@@ -596,7 +652,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                 return c; /* still open: hi is the end of the open period */
             uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;
-            if (!slot0_reserve(b, g1, c.lo, now, &reuse))
+            if (!halfopen_start(b, g1, c.lo) || !slot0_reserve(b, g1, c.lo, c.hi, now, &reuse))
                 continue;
             static const circuit_counts zero = {0, 0, 0, 0, 0};
             if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,

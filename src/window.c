@@ -9,8 +9,10 @@
  * evicts result e = s - window: it was a failure exactly when the ring slot
  * of e holds the record (current generation, e); anything else there (an
  * older record, another generation's, nothing) means e was a success. So the
- * ring is never cleared (a state change costs O(1) whatever the window) and
- * a closed breaker seeing only successes never writes to it.
+ * ring needs no clearing at a state change, except of records tagged with
+ * the new half-open generation's 30 bits, which an older half-open state
+ * 2^30 transitions ago left (circuit__ring_start, O(window) loads when
+ * half-open is entered).
  *
  * A failure record is written after the CAS of the state word that counted
  * it, by its appender, or by whichever thread appends next ("helping"):
@@ -85,6 +87,27 @@ void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq)
      * fail harmlessly); nothing is read through it */
     CIRCUIT__SHARED_RMW();
     circuit__cas_rlx(slot, &old, 0);
+}
+
+bool circuit__ring_start(circuit_breaker *b, uint32_t gen, uint64_t lo)
+{
+    if (b->window == 1)
+        return true;
+    for (uint32_t i = 0; i < b->window; i++) {
+        /* acquire: the check of the word below must not pass before it */
+        uint64_t r = circuit__ld_acq(&b->ring[i]);
+        while ((r & REC_VALID) && rec_gen(r) == gen) {
+            /* acquire: table core */
+            if (circuit__ld128_lo_acq(&b->core) != lo)
+                return false;
+            CIRCUIT__SHARED_RMW();
+            /* acquire on failure: the value handed back is checked again;
+             * the transition CAS that follows (release) publishes it */
+            if (circuit__cas_acq(&b->ring[i], &r, 0))
+                break;
+        }
+    }
+    return true;
 }
 
 void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,

@@ -11,6 +11,8 @@
  *                              appender has not yet (before appending)
  *   circuit__ring_after_count  after the CAS that counted a result: record
  *                              its failure, or clear the failure it evicted
+ *   circuit__ring_start        before entering half-open: empty the records
+ *                              an older state left under the same tag
  */
 #ifndef CIRCUIT_WINDOW_H
 #define CIRCUIT_WINDOW_H
@@ -25,6 +27,12 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
 void circuit__ring_help(circuit_breaker *b, circuit__u128 c);
 void circuit__ring_after_count(circuit_breaker *b, circuit__u128 c, bool failure,
                                bool evicted_failure);
+/* Before the CAS that enters half-open in generation `gen` from the open
+ * word whose low half is lo: empties every record tagged with gen's 30 bits
+ * (an older half-open state's, 2^30 transitions ago: none of gen exists
+ * yet), only while the word still holds lo (read X, check, CAS X).
+ * O(window) loads. False when the word moved. */
+bool circuit__ring_start(circuit_breaker *b, uint32_t gen, uint64_t lo);
 /* Clears the record of failure `seq` of `gen` (a CAS from exactly it). */
 void circuit__ring_clear(circuit_breaker *b, uint32_t gen, uint32_t seq);
 
