@@ -234,7 +234,13 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
  * else tagged gen is old. Each write only while the word still holds
  * open_lo (read X, check, CAS X). O(window + probes) loads, once per open
  * period (by each thread that tries the transition). False when the word
- * moved. */
+ * moved. Left as bounds: a thread stopped between its check and its CAS
+ * while the transition is made and the new state writes a window record or
+ * bitmap word equal bit for bit to the old one it read could empty it (it
+ * needs both the 2^30 tag coincidence and that stop; a slot record cannot
+ * repeat: its reuse count grows); and with a probe_timeout so large that
+ * both due times saturate at INT64_MAX, slot 0's old record cannot be told
+ * from a reservation. */
 static bool halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
 {
     if (!circuit__halfopen_window_start(b, gen, open_lo))
