@@ -210,7 +210,11 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
     }
     uint64_t w = circuit__ld_acq(&b->bitmap[0]); /* acquire: checked below */
     for (;;) {
-        if (bm_gen(w) == gen)
+        /* gen's tag with bit 0 set: reserved (by us or a racer). gen's tag
+         * with bit 0 clear is an older half-open state's word (2^30
+         * transitions ago, its slot 0 freed): no bit of gen but this one is
+         * set before the transition CAS, so the word becomes {gen, 1} */
+        if (bm_gen(w) == gen && (w & 1u))
             return true;
         /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)

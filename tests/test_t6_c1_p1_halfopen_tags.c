@@ -216,6 +216,49 @@ static void two_slots(bool alias)
     circuit_free(b);
 }
 
+/* 4. S4 / P1: the older state's slot-0 probe finished normally, so its
+ * bitmap word 0 is {its tag, bit 0 clear}. The new state's reservation
+ * must set bit 0 (a fresh review found it left clear: the next allow took
+ * slot 0 again, P + 1 probes in flight and the first probe's timeout
+ * lost). */
+static void slot0_bit_clear(bool alias, int probes)
+{
+    circuit_breaker *b = build(2, probes, 1000);
+    circuit_test_clock_set(1000);
+    call(b, 1); /* trips: open */
+    circuit_test_clock_advance(10);
+    call(b, 0); /* half-open: a probe's success frees slot 0, kept probing */
+    uint64_t g_old = generation(b);
+    CHECK(circuit_isolate(b, NULL) == 0, "isolate");
+    skip_to_alias(b, g_old, alias);
+    CHECK(circuit_reset(b, NULL) == 0, "reset");
+    call(b, 1); /* trips */
+    circuit_test_clock_advance(10);
+    circuit_ticket t[72];
+    int admitted = 0;
+    for (int i = 0; i < probes + 1; i++)
+        if (circuit_allow(b, NULL, &t[admitted], NULL))
+            admitted++;
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    CHECK(admitted == probes && st.probes_in_flight == probes,
+          "%s, probes = %d: %d admitted at one instant, %" PRId64 " in flight (S4: %d)",
+          alias ? "same tag as an older half-open state" : "control", probes, admitted,
+          st.probes_in_flight, probes);
+    circuit_test_clock_advance(1000); /* every probe's due time */
+    circuit_ticket u;
+    bool more = circuit_allow(b, NULL, &u, NULL);
+    circuit_get_stats(b, &st);
+    CHECK(st.counts.timed_out == admitted,
+          "%s, probes = %d: timed_out %" PRId64 " at the due time (P1: %d)",
+          alias ? "same tag" : "control", probes, st.counts.timed_out, admitted);
+    if (more)
+        circuit_release(&u);
+    for (int i = 0; i < admitted; i++)
+        circuit_release(&t[i]);
+    circuit_free(b);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -223,6 +266,9 @@ int main(void)
         window_record(alias);
         probe_slot(alias);
         two_slots(alias);
+        static const int ps[] = {1, 2, 33, 70};
+        for (int i = 0; i < 4; i++)
+            slot0_bit_clear(alias, ps[i]);
     }
     printf("C1: a half-open window never reads an older state's failure record as its own\n");
     printf("P1/S4: a half-open state's first probe slot is never an older state's\n");
