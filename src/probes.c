@@ -232,8 +232,9 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
  * that the new state does not read it as its own: the window's failure
  * records (counting.h), the busy records of slots 1.. (left by tickets
  * released after their timeout fell due, whose timeouts a later state
- * never counts), and the bitmap's bits (all but slot 0's, the
- * reservation's, which slot0_reserve tells apart by its due time). No
+ * never counts), and the bitmap's bits (all but slot 0's: slot0_reserve
+ * sets that one, and tells the reservation's record from an old one by its
+ * due time). No
  * record or bit of gen is made before the CAS except slot 0's, so anything
  * else tagged gen is old. Each write only while the word still holds
  * open_lo (read X, check, CAS X). O(window + probes) loads, once per open
