@@ -238,7 +238,8 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
  * record or bit of gen is made before the CAS except slot 0's, so anything
  * else tagged gen is old. Each write only while the word still holds
  * open_lo (read X, check, CAS X). O(window + probes) loads, once per open
- * period (by each thread that tries the transition). False when the word
+ * period (by each thread that tries the transition), and only once the
+ * generation has passed 2^30 (before that no tag repeats). False when the word
  * moved. Left as bounds: a thread stopped between its check and its CAS
  * while the transition is made and the new state writes a window record or
  * bitmap word equal bit for bit to the old one it read could empty it (it
@@ -663,7 +664,12 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                 return c; /* still open: hi is the end of the open period */
             uint32_t g1 = circuit__gen_next(circuit__gen(c.lo));
             uint32_t reuse = 0;
-            if (!halfopen_start(b, g1, c.lo) || !slot0_reserve(b, g1, c.lo, c.hi, now, &reuse))
+            /* Below generation 2^30 no earlier generation has g1's tag: the
+             * emptying (O(window + probes) loads for every thread that
+             * tries the transition) is needed only after that many */
+            bool maybe_alias = circuit__gen_widen(b, g1) > CIRCUIT__GEN_MASK;
+            if ((maybe_alias && !halfopen_start(b, g1, c.lo)) ||
+                !slot0_reserve(b, g1, c.lo, c.hi, now, &reuse))
                 continue;
             static const circuit_counts zero = {0, 0, 0, 0, 0};
             if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
