@@ -90,56 +90,87 @@ typedef struct circuit__u128 {
     uint64_t lo, hi;
 } __attribute__((aligned(16))) circuit__u128;
 
+
+/* The schedule checker (docs/CONTRACT.md V1, tests/sched/): in its build
+ * (CIRCUIT_SCHED) every operation below first calls the scheduler, which
+ * may let another scenario thread run before the access is made. Threads
+ * run one at a time, so each operation here, the 16-byte ones included, is
+ * one indivisible step of a schedule. Other builds compile it away. */
+typedef enum circuit__sp_kind {
+    CIRCUIT__SP_LD_RLX, CIRCUIT__SP_LD_ACQ, CIRCUIT__SP_ST_RLX, CIRCUIT__SP_ST_REL,
+    CIRCUIT__SP_CAS_RLX, CIRCUIT__SP_CAS_ACQ, CIRCUIT__SP_CAS_REL, CIRCUIT__SP_CAS_ACQ_REL,
+    CIRCUIT__SP_FAA_RLX, CIRCUIT__SP_FAA_REL, CIRCUIT__SP_FAA_SC, CIRCUIT__SP_FENCE_SC,
+    CIRCUIT__SP_LD128_ACQ, CIRCUIT__SP_LD128_LO_ACQ, CIRCUIT__SP_CAS128_SC,
+    CIRCUIT__SP_CLOCK, CIRCUIT__SP_PARK, CIRCUIT__SP__COUNT
+} circuit__sp_kind;
+#ifdef CIRCUIT_SCHED
+void circuit__sched_point(circuit__sp_kind kind, const void *addr);
+#define CIRCUIT__SWITCH(kind, p) circuit__sched_point(CIRCUIT__SP_##kind, (const void *)(p))
+#else
+#define CIRCUIT__SWITCH(kind, p) ((void)0)
+#endif
+
 /* ---- 8-byte ------------------------------------------------------------- */
 
 static inline uint64_t circuit__ld_rlx(const uint64_t *p)
 {
+    CIRCUIT__SWITCH(LD_RLX, p);
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 static inline uint64_t circuit__ld_acq(const uint64_t *p)
 {
+    CIRCUIT__SWITCH(LD_ACQ, p);
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 static inline void circuit__st_rlx(uint64_t *p, uint64_t v)
 {
+    CIRCUIT__SWITCH(ST_RLX, p);
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 static inline void circuit__st_rel(uint64_t *p, uint64_t v)
 {
+    CIRCUIT__SWITCH(ST_REL, p);
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 /* Compare-and-swap; on failure *expected receives the current value (read
  * with the failure order given in the name: the second word). */
 static inline bool circuit__cas_rlx(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
+    CIRCUIT__SWITCH(CAS_RLX, p);
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELAXED,
                                        __ATOMIC_RELAXED);
 }
 static inline bool circuit__cas_acq(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
+    CIRCUIT__SWITCH(CAS_ACQ, p);
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQUIRE,
                                        __ATOMIC_ACQUIRE);
 }
 static inline bool circuit__cas_rel(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
+    CIRCUIT__SWITCH(CAS_REL, p);
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE,
                                        __ATOMIC_RELAXED);
 }
 static inline bool circuit__cas_acq_rel(uint64_t *p, uint64_t *expected, uint64_t desired)
 {
+    CIRCUIT__SWITCH(CAS_ACQ_REL, p);
     return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
 }
 static inline uint64_t circuit__faa_rlx(uint64_t *p, uint64_t d)
 {
+    CIRCUIT__SWITCH(FAA_RLX, p);
     return __atomic_fetch_add(p, d, __ATOMIC_RELAXED);
 }
 static inline uint64_t circuit__faa_rel(uint64_t *p, uint64_t d)
 {
+    CIRCUIT__SWITCH(FAA_REL, p);
     return __atomic_fetch_add(p, d, __ATOMIC_RELEASE);
 }
 static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
 {
+    CIRCUIT__SWITCH(FAA_SC, p);
     return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
 }
 /* A full fence: orders every earlier access before every later one,
@@ -161,6 +192,7 @@ static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
  * it no longer can.) */
 static inline void circuit__fence_sc(void)
 {
+    CIRCUIT__SWITCH(FENCE_SC, 0);
 #if defined(CIRCUIT__TSAN) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wtsan"
@@ -189,6 +221,7 @@ static inline circuit__u128 circuit__split128(circuit__int128 x)
  * with acquire order. */
 static inline circuit__u128 circuit__ld128_acq(const circuit__u128 *p)
 {
+    CIRCUIT__SWITCH(LD128_ACQ, p);
 #ifdef CIRCUIT__TSAN
     return circuit__split128(
         __atomic_load_n((const circuit__int128 *)(const void *)p, __ATOMIC_ACQUIRE));
@@ -208,6 +241,7 @@ static inline circuit__u128 circuit__ld128_acq(const circuit__u128 *p)
 /* The low half alone (one 8-byte load), with acquire order. */
 static inline uint64_t circuit__ld128_lo_acq(const circuit__u128 *p)
 {
+    CIRCUIT__SWITCH(LD128_LO_ACQ, p);
 #ifdef CIRCUIT__TSAN
     return (uint64_t)__atomic_load_n((const circuit__int128 *)(const void *)p,
                                      __ATOMIC_ACQUIRE);
@@ -225,6 +259,7 @@ static inline uint64_t circuit__ld128_lo_acq(const circuit__u128 *p)
 static inline bool circuit__cas128_sc(circuit__u128 *p, circuit__u128 *expected,
                                       circuit__u128 desired)
 {
+    CIRCUIT__SWITCH(CAS128_SC, p);
 #if defined(CIRCUIT__TSAN)
     circuit__int128 e = circuit__join128(*expected);
     bool ok = __atomic_compare_exchange_n((circuit__int128 *)(void *)p, &e,

@@ -30,6 +30,7 @@ static void *test_hook_arg;
 
 int64_t circuit__now(void)
 {
+    CIRCUIT__SWITCH(CLOCK, &test_now); /* the clock moves inside schedules (V1) */
     if (__atomic_load_n(&test_real, __ATOMIC_ACQUIRE))
         return monotonic_ns();
     return (int64_t)__atomic_load_n(&test_now, __ATOMIC_ACQUIRE);
@@ -112,6 +113,7 @@ uint64_t circuit_test_stats_passes(void)
 
 void circuit__test_hook(circuit_test_point p)
 {
+    CIRCUIT__SWITCH(PARK, 0); /* a park point is a switch point too (V1) */
     circuit_test_hook_fn fn = __atomic_load_n(&test_hook, __ATOMIC_ACQUIRE);
     if (fn)
         fn(p, __atomic_load_n(&test_hook_arg, __ATOMIC_ACQUIRE));

@@ -80,8 +80,16 @@ uint32_t circuit__fresh_epoch(circuit_breaker *b);
  * answers from rseq without a system call. A thread may migrate right after:
  * every write to a line is an atomic RMW, so that costs speed, never a
  * count. */
+#ifdef CIRCUIT_SCHED
+/* The schedule checker's build: the scenario decides which CPU a thread is
+ * on, and may move it between two reads (tests/sched/). */
+int circuit__sched_cpu(void);
+#endif
 static inline int circuit__cpu_now(void)
 {
+#ifdef CIRCUIT_SCHED
+    return circuit__sched_cpu();
+#endif
     /* glibc registers a restartable-sequence area for every thread and
      * publishes where it is (__rseq_offset from the thread pointer) and
      * whether it could (__rseq_size: 0 under valgrind, qemu-user, a kernel

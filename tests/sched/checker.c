@@ -1,0 +1,719 @@
+/*
+ * checker: the scenarios' runs and their oracle (checker.h says what each
+ * check is). Everything here runs one thread at a time (sched.c), so the
+ * history and the oracle's counters are plain memory.
+ */
+#include "checker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "circuit_model.h"
+#include "testing.h"
+
+#define MAX_OPS 64
+#define MAX_TICKETS 64
+#define MAX_TRANS 256
+
+enum op_kind { OP_ALLOW, OP_DONE, OP_RELEASE, OP_STATE, OP_STATS, OP_ISOLATE, OP_RESET, OP_TICK, OP_ARENA };
+static const char *const op_names[] = {"allow", "done", "release", "get_state", "get_stats",
+                                       "isolate", "reset", "tick", "new+free"};
+
+typedef struct hop {
+    enum op_kind kind;
+    int tid;     /* -1: setup */
+    int ticket;  /* ALLOW: the ticket it fills; DONE/RELEASE: the one it settles */
+    int result;  /* DONE: 1 success, 2 failure, 3 ignored (the outcome classify gives) */
+    int64_t tick;
+    uint64_t start, end; /* end 0: never ended (its thread died) */
+    bool ok;
+    circuit_rejection rej;
+    circuit_state state;
+    circuit_stats stats;
+    int rc;
+} hop;
+
+typedef struct trans {
+    circuit_transition t;
+    void *ctx;
+} trans;
+
+static struct {
+    const scenario *sc;
+    circuit_breaker *b;
+    circuit_spec spec;
+    hop ops[MAX_OPS];
+    int nops;
+    circuit_ticket tickets[MAX_TICKETS];
+    bool ticket_live[MAX_TICKETS];
+    int ntickets;
+    int setup_queue[MAX_TICKETS], setup_head, setup_len;
+    trans real[MAX_TRANS];
+    int nreal;
+    /* invariants */
+    circuit_stats last;
+    bool have_last;
+    uint64_t allows_started, admits_ended, settles_started, settles_ended;
+    bool died;
+    uint64_t gen_base;   /* generations skipped before the setup */
+    uint64_t trans_base; /* transitions made before the setup */
+} C;
+
+/* ---- the policies (pure, shared by the core and the model) ------------- */
+
+static bool pol_trip(void *arg, const circuit_counts *c)
+{
+    const scenario *sc = arg;
+    return c->failures >= sc->trip_failures;
+}
+static circuit_state pol_probe(void *arg, const circuit_counts *c)
+{
+    const scenario *sc = arg;
+    if (c->failures > 0 || c->timed_out > 0)
+        return CIRCUIT_OPEN;
+    return c->successes >= sc->close_successes ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
+}
+static circuit_outcome classify(void *arg, void *ctx, int result)
+{
+    (void)arg;
+    (void)ctx;
+    return (circuit_outcome)result;
+}
+static void observe_real(void *arg, void *ctx, const circuit_transition *t)
+{
+    (void)arg;
+    if (C.nreal < MAX_TRANS)
+        C.real[C.nreal++] = (trans){*t, ctx};
+}
+
+static void make_spec(circuit_spec *s, const scenario *sc, circuit_observe_fn obs)
+{
+    memset(s, 0, sizeof *s);
+    s->config = sc->config;
+    s->policy.trip = pol_trip;
+    s->policy.probe = pol_probe;
+    s->policy.arg = (void *)sc;
+    s->classify = classify;
+    s->observe = obs;
+    s->salt = 1;
+}
+
+/* ---- recording calls --------------------------------------------------- */
+
+static hop *op_start(enum op_kind k)
+{
+    if (C.nops >= MAX_OPS) {
+        fprintf(stderr, "checker: more than %d calls in one run\n", MAX_OPS);
+        exit(2);
+    }
+    hop *h = &C.ops[C.nops++];
+    memset(h, 0, sizeof *h);
+    h->kind = k;
+    h->tid = sched_tid();
+    h->ticket = -1;
+    h->start = sched_event();
+    sched_op_begin();
+    return h;
+}
+static void op_end(hop *h)
+{
+    sched_op_end();
+    h->end = sched_event();
+}
+static void *ctx_of(const hop *h) { return (void *)(uintptr_t)(h - C.ops + 1); }
+
+static void tick(int64_t ns)
+{
+    hop *h = op_start(OP_TICK);
+    h->tick = ns;
+    circuit_test_clock_advance(ns);
+    op_end(h);
+}
+
+static int do_allow(void)
+{
+    hop *h = op_start(OP_ALLOW);
+    int k = C.ntickets++;
+    h->ticket = k;
+    C.allows_started++;
+    circuit_ticket *t = &C.tickets[k];
+    *t = (circuit_ticket)CIRCUIT_TICKET_INIT;
+    h->ok = circuit_allow(C.b, ctx_of(h), t, &h->rej);
+    C.ticket_live[k] = h->ok;
+    if (h->ok)
+        C.admits_ended++;
+    op_end(h);
+    return h->ok ? k : -1;
+}
+
+static void do_settle(int k, char how)
+{
+    if (k < 0)
+        return;
+    hop *h = op_start(how == 'r' ? OP_RELEASE : OP_DONE);
+    h->ticket = k;
+    C.settles_started++;
+    if (how == 'r') {
+        circuit_release(&C.tickets[k]);
+    } else {
+        h->result = how == 's' ? CIRCUIT_SUCCESS : how == 'f' ? CIRCUIT_FAILURE : CIRCUIT_IGNORED;
+        h->ok = circuit_done(&C.tickets[k], h->result);
+    }
+    C.ticket_live[k] = false;
+    C.settles_ended++;
+    op_end(h);
+}
+
+static void arena_churn(void)
+{
+    /* another breaker built and freed while the threads call this one: the
+     * arena's units must stay apart (L5) and this breaker's counts exact */
+    hop *h = op_start(OP_ARENA);
+    circuit_breaker *other = NULL;
+    circuit_spec s;
+    make_spec(&s, C.sc, NULL);
+    if (circuit_new(&other, &s, NULL, 0) != 0)
+        sched_fail("arena: circuit_new failed");
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    if (other && circuit_allow(other, NULL, &t, &rej))
+        circuit_done(&t, CIRCUIT_FAILURE);
+    circuit_free(other);
+    op_end(h);
+}
+
+static void run_script(const char *script, int *queue, int *head, int *len)
+{
+    for (const char *p = script; p && *p; p++) {
+        switch (*p) {
+        case 'a': {
+            int k = do_allow();
+            if (k >= 0)
+                queue[(*len)++] = k;
+            break;
+        }
+        case 's': case 'f': case 'i': case 'r':
+            if (*head < *len)
+                do_settle(queue[(*head)++], *p);
+            break;
+        case 'S': case 'F': case 'I': case 'R':
+            if (C.setup_head < C.setup_len)
+                do_settle(C.setup_queue[C.setup_head++], (char)(*p - 'A' + 'a'));
+            break;
+        case 'g': {
+            hop *h = op_start(OP_STATE);
+            h->state = circuit_get_state(C.b);
+            op_end(h);
+            break;
+        }
+        case 'x': {
+            hop *h = op_start(OP_STATS);
+            circuit_get_stats(C.b, &h->stats);
+            op_end(h);
+            break;
+        }
+        case 'o': {
+            hop *h = op_start(OP_ISOLATE);
+            h->rc = circuit_isolate(C.b, ctx_of(h));
+            op_end(h);
+            break;
+        }
+        case 'e': {
+            hop *h = op_start(OP_RESET);
+            h->rc = circuit_reset(C.b, ctx_of(h));
+            op_end(h);
+            break;
+        }
+        case 'n':
+            arena_churn();
+            break;
+        case 't':
+            tick(C.sc->tick_ns);
+            break;
+        case ' ':
+            break;
+        default:
+            fprintf(stderr, "checker: bad script letter '%c'\n", *p);
+            exit(2);
+        }
+    }
+}
+
+/* ---- per-step invariants ------------------------------------------------ */
+
+static void check_step(void *arg)
+{
+    (void)arg;
+    circuit_stats s;
+    circuit_get_stats(C.b, &s);
+    const scenario *sc = C.sc;
+    if (s.state != CIRCUIT_CLOSED && s.state != CIRCUIT_OPEN && s.state != CIRCUIT_HALF_OPEN &&
+        s.state != CIRCUIT_ISOLATED)
+        sched_fail("S1: state %d is no state", (int)s.state);
+    if (s.probes_in_flight < 0 || s.probes_in_flight > sc->config.probes)
+        sched_fail("P1: %" PRId64 " probes in flight, P = %d", s.probes_in_flight, sc->config.probes);
+    if (s.state != CIRCUIT_HALF_OPEN && s.probes_in_flight != 0)
+        sched_fail("P1: %" PRId64 " probes in flight while %s", s.probes_in_flight,
+                   circuit_state_name(s.state));
+    uint64_t settled = s.successes + s.failures + s.ignored + s.late + s.released;
+    {
+        /* M1: admitted - settled lies between the tickets surely live and
+         * those maybe live at this moment */
+        int64_t live = (int64_t)s.admitted - (int64_t)settled;
+        int64_t hi = (int64_t)C.allows_started - (int64_t)C.settles_ended;
+        int64_t lo = (int64_t)C.admits_ended - (int64_t)C.settles_started;
+        if (live > hi || live < lo)
+            sched_fail("M1: admitted %" PRIu64 " - settled %" PRIu64 " = %" PRId64
+                       " live tickets, but between %" PRId64 " and %" PRId64 " can be",
+                       s.admitted, settled, live, lo, hi);
+    }
+    if (C.have_last) {
+        const circuit_stats *l = &C.last;
+#define MONO(f)                                                                                    \
+    if (s.f < l->f)                                                                                \
+        sched_fail("M1: " #f " went down from %" PRIu64 " to %" PRIu64, (uint64_t)l->f, (uint64_t)s.f);
+        MONO(admitted) MONO(rejected) MONO(successes) MONO(failures) MONO(ignored) MONO(late)
+        MONO(released) MONO(timed_out) MONO(transitions) MONO(generation)
+#undef MONO
+    }
+    C.last = s;
+    C.have_last = true;
+}
+
+/* ---- the model, replayed along a candidate linearization ---------------- */
+
+static int64_t model_now;
+static int64_t model_clock(void *arg)
+{
+    (void)arg;
+    return model_now;
+}
+static trans mtrans[MAX_TRANS];
+static int nmtrans;
+static void observe_model(void *arg, void *ctx, const circuit_transition *t)
+{
+    (void)arg;
+    if (nmtrans < MAX_TRANS)
+        mtrans[nmtrans++] = (trans){*t, ctx};
+}
+
+static char why[1024];
+static int64_t clock_base;
+
+static bool counts_eq(const circuit_counts *a, const circuit_counts *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static void fmt_counts(char *buf, size_t n, const circuit_counts *c)
+{
+    snprintf(buf, n, "{s %" PRId64 " f %" PRId64 " cs %" PRId64 " cf %" PRId64 " to %" PRId64 "}",
+             c->successes, c->failures, c->consecutive_successes, c->consecutive_failures,
+             c->timed_out);
+}
+
+/* Replays ops seq[0..len) on a fresh model; true when every ended call got
+ * the answer the core gave. */
+static bool replay(const int *seq, int len, cmodel **keep)
+{
+    cmodel *m = NULL;
+    circuit_spec s;
+    make_spec(&s, C.sc, observe_model);
+    nmtrans = 0;
+    model_now = clock_base;
+    if (cmodel_new(&m, &s, model_clock, NULL, NULL, 0) != 0) {
+        fprintf(stderr, "checker: cmodel_new failed\n");
+        exit(2);
+    }
+    static cmodel_ticket mt[MAX_TICKETS];
+    memset(mt, 0, sizeof mt);
+    bool ok = true;
+    for (int i = 0; i < len && ok; i++) {
+        const hop *h = &C.ops[seq[i]];
+        bool ended = h->end != 0;
+        void *ctx = (void *)(uintptr_t)(seq[i] + 1);
+        switch (h->kind) {
+        case OP_ALLOW: {
+            circuit_rejection rej = {0};
+            bool a = cmodel_allow(m, ctx, &mt[h->ticket], &rej);
+            if (ended && (a != h->ok || (!a && (rej.state != h->rej.state ||
+                                               rej.retry_after_ns != h->rej.retry_after_ns)))) {
+                snprintf(why, sizeof why, "call %d allow: model %s (%s, %" PRId64 " ns), core %s (%s, %" PRId64 " ns)",
+                         seq[i], a ? "admits" : "rejects", circuit_state_name(rej.state), rej.retry_after_ns,
+                         h->ok ? "admits" : "rejects", circuit_state_name(h->rej.state), h->rej.retry_after_ns);
+                ok = false;
+            }
+            break;
+        }
+        case OP_DONE: {
+            bool d = cmodel_done(&mt[h->ticket], h->result);
+            if (ended && d != h->ok) {
+                snprintf(why, sizeof why, "call %d done: model %d, core %d", seq[i], d, h->ok);
+                ok = false;
+            }
+            break;
+        }
+        case OP_RELEASE:
+            cmodel_release(&mt[h->ticket]);
+            break;
+        case OP_STATE: {
+            circuit_state st = cmodel_get_state(m);
+            if (ended && st != h->state) {
+                snprintf(why, sizeof why, "call %d get_state: model %s, core %s", seq[i],
+                         circuit_state_name(st), circuit_state_name(h->state));
+                ok = false;
+            }
+            break;
+        }
+        case OP_STATS: {
+            circuit_stats st;
+            cmodel_get_stats(m, &st);
+            /* M1: state, generation and counts of one moment */
+            if (ended && (st.state != h->stats.state || st.generation + C.gen_base != h->stats.generation ||
+                          !counts_eq(&st.counts, &h->stats.counts))) {
+                char a[160], b[160];
+                fmt_counts(a, sizeof a, &st.counts);
+                fmt_counts(b, sizeof b, &h->stats.counts);
+                snprintf(why, sizeof why, "call %d get_stats: model %s gen %" PRIu64 " %s, core %s gen %" PRIu64 " %s",
+                         seq[i], circuit_state_name(st.state), st.generation + C.gen_base, a,
+                         circuit_state_name(h->stats.state), h->stats.generation, b);
+                ok = false;
+            }
+            break;
+        }
+        case OP_ISOLATE:
+        case OP_RESET: {
+            int rc = h->kind == OP_ISOLATE ? cmodel_isolate(m, ctx) : cmodel_reset(m, ctx);
+            if (ended && rc != h->rc) {
+                snprintf(why, sizeof why, "call %d %s: model %d, core %d", seq[i], op_names[h->kind], rc, h->rc);
+                ok = false;
+            }
+            break;
+        }
+        case OP_TICK:
+            model_now += h->tick;
+            break;
+        case OP_ARENA:
+            break;
+        }
+    }
+    if (keep && ok)
+        *keep = m;
+    else
+        cmodel_free(m);
+    return ok;
+}
+
+static bool trans_eq(const trans *r, const trans *m)
+{
+    if (r->t.from != m->t.from || r->t.to != m->t.to || r->t.cause != m->t.cause ||
+        r->t.generation != m->t.generation + C.gen_base || !counts_eq(&r->t.counts, &m->t.counts) ||
+        r->t.open_for_ns != m->t.open_for_ns)
+        return false;
+    /* who made a policy or operator transition is part of the answer (O6);
+     * a timer's change may be made by any call that notices the time */
+    if (r->t.cause != CIRCUIT_CAUSE_TIMER && r->ctx != m->ctx)
+        return false;
+    return true;
+}
+
+static bool stats_eq(const circuit_stats *a, const circuit_stats *b)
+{
+    return a->state == b->state && a->generation == b->generation && counts_eq(&a->counts, &b->counts) &&
+           a->probes_in_flight == b->probes_in_flight && a->retry_after_ns == b->retry_after_ns &&
+           a->admitted == b->admitted && a->rejected == b->rejected && a->successes == b->successes &&
+           a->failures == b->failures && a->ignored == b->ignored && a->late == b->late &&
+           a->released == b->released && a->timed_out == b->timed_out && a->transitions == b->transitions;
+}
+
+static bool all_ended;
+static circuit_stats final_real;
+static int64_t final_pending;
+
+/* The leaf: a whole linearization; compare transitions and final stats. */
+static bool leaf_ok(const int *seq, int len)
+{
+    cmodel *m = NULL;
+    if (!replay(seq, len, &m))
+        return false;
+    bool ok = true;
+    /* every transition the core delivered is the model's of that generation */
+    for (int i = 0; i < C.nreal && ok; i++) {
+        uint64_t g = C.real[i].t.generation - C.gen_base;
+        if (g < 1 || g > (uint64_t)nmtrans || !trans_eq(&C.real[i], &mtrans[g - 1])) {
+            char a[160] = "none", b[160];
+            if (g >= 1 && g <= (uint64_t)nmtrans)
+                fmt_counts(a, sizeof a, &mtrans[g - 1].t.counts);
+            fmt_counts(b, sizeof b, &C.real[i].t.counts);
+            snprintf(why, sizeof why,
+                     "transition %" PRIu64 ": core %s -> %s cause %d counts %s ctx %p; model has %d transitions (%s)",
+                     C.real[i].t.generation, circuit_state_name(C.real[i].t.from),
+                     circuit_state_name(C.real[i].t.to), (int)C.real[i].t.cause, b, C.real[i].ctx, nmtrans, a);
+            ok = false;
+        }
+    }
+    if (ok && all_ended) {
+        circuit_stats st;
+        cmodel_get_stats(m, &st);
+        st.generation += C.gen_base;
+        st.transitions += C.trans_base;
+        if (C.nreal + final_pending != nmtrans) {
+            snprintf(why, sizeof why, "transitions: core delivered %d + %" PRId64 " pending, model made %d",
+                     C.nreal, final_pending, nmtrans);
+            ok = false;
+        } else if (!stats_eq(&st, &final_real)) {
+            char a[160], b[160];
+            fmt_counts(a, sizeof a, &st.counts);
+            fmt_counts(b, sizeof b, &final_real.counts);
+            snprintf(why, sizeof why,
+                     "final stats: model %s gen %" PRIu64 " %s pif %" PRId64 " adm %" PRIu64 " rej %" PRIu64
+                     " s %" PRIu64 " f %" PRIu64 " i %" PRIu64 " late %" PRIu64 " rel %" PRIu64 " to %" PRIu64
+                     " tr %" PRIu64 "; core %s gen %" PRIu64 " %s pif %" PRId64 " adm %" PRIu64 " rej %" PRIu64
+                     " s %" PRIu64 " f %" PRIu64 " i %" PRIu64 " late %" PRIu64 " rel %" PRIu64 " to %" PRIu64
+                     " tr %" PRIu64,
+                     circuit_state_name(st.state), st.generation, a, st.probes_in_flight, st.admitted,
+                     st.rejected, st.successes, st.failures, st.ignored, st.late, st.released, st.timed_out,
+                     st.transitions, circuit_state_name(final_real.state), final_real.generation, b,
+                     final_real.probes_in_flight, final_real.admitted, final_real.rejected,
+                     final_real.successes, final_real.failures, final_real.ignored, final_real.late,
+                     final_real.released, final_real.timed_out, final_real.transitions);
+            ok = false;
+        }
+    }
+    cmodel_free(m);
+    return ok;
+}
+
+static long lin_nodes;
+static char best_why[1024];
+static int best_depth;
+
+static bool search(uint64_t mask, int *seq, int depth)
+{
+    lin_nodes++;
+    int n = C.nops;
+    uint64_t min_end = UINT64_MAX;
+    bool left = false;
+    for (int i = 0; i < n; i++)
+        if (!(mask & (UINT64_C(1) << i)) && C.ops[i].end != 0) {
+            left = true;
+            if (C.ops[i].end < min_end)
+                min_end = C.ops[i].end;
+        }
+    if (!left) {
+        if (leaf_ok(seq, depth))
+            return true;
+        if (getenv("CHECKER_TRACE")) {
+            fprintf(stderr, "leaf:");
+            for (int i = 0; i < depth; i++)
+                fprintf(stderr, " %d", seq[i]);
+            fprintf(stderr, ": %s\n", why);
+        }
+        if (depth >= best_depth) {
+            best_depth = depth;
+            memcpy(best_why, why, sizeof why);
+        }
+        /* pending calls may still take effect: try adding them */
+    }
+    for (int i = 0; i < n; i++) {
+        if (mask & (UINT64_C(1) << i))
+            continue;
+        if (C.ops[i].start > min_end)
+            continue; /* a call that ended before this one began must come first */
+        seq[depth] = i;
+        if (!replay(seq, depth + 1, NULL)) {
+            if (getenv("CHECKER_TRACE")) {
+                fprintf(stderr, "prefix:");
+                for (int j = 0; j <= depth; j++)
+                    fprintf(stderr, " %d", seq[j]);
+                fprintf(stderr, ": %s\n", why);
+            }
+            if (depth + 1 > best_depth) {
+                best_depth = depth + 1;
+                memcpy(best_why, why, sizeof why);
+            }
+            continue;
+        }
+        if (search(mask | (UINT64_C(1) << i), seq, depth + 1))
+            return true;
+    }
+    return false;
+}
+
+/* ---- a run -------------------------------------------------------------- */
+
+static int tq[SCHED_MAX_THREADS][MAX_TICKETS];
+
+static void body(void *arg, int tid)
+{
+    (void)arg;
+    int head = 0, len = 0;
+    run_script(C.sc->threads[tid], tq[tid], &head, &len);
+}
+
+static void clock_tick(int64_t ns) { tick(ns); }
+
+static int nthreads_of(const scenario *sc)
+{
+    int n = 0;
+    while (n < SCHED_MAX_THREADS && sc->threads[n])
+        n++;
+    return n;
+}
+
+static void setup_closed_states(void)
+{
+    /* 8192 closed states, as fast as the public API makes them; no model */
+    for (int i = 0; i < 4096; i++) {
+        circuit_isolate(C.b, NULL);
+        circuit_reset(C.b, NULL);
+    }
+}
+
+bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long *lin)
+{
+    memset(&C, 0, sizeof C);
+    C.sc = sc;
+    clock_base = 1000000000;
+    circuit_test_clock_set(clock_base);
+    circuit_test_set_cpus((uint32_t)(sc->ncpu > 0 ? sc->ncpu : 2));
+    sched_set_cpus(sc->ncpu > 0 ? sc->ncpu : 2, sc->migrate);
+    sched_set_clock(clock_tick);
+    make_spec(&C.spec, sc, observe_real);
+    if (circuit_new(&C.b, &C.spec, NULL, 0) != 0) {
+        fprintf(stderr, "checker: %s: circuit_new refused the scenario's config\n", sc->name);
+        exit(2);
+    }
+    if (sc->skip_generations) {
+        /* the generation seam: isolate, jump, reset; the model starts at the
+         * reset's closed state (its generations are gen_base lower) */
+        circuit_isolate(C.b, NULL);
+        circuit_test_skip_generations(C.b, sc->skip_generations);
+        circuit_reset(C.b, NULL);
+        C.gen_base = sc->skip_generations + 2;
+        C.trans_base = 2;
+        C.nreal = 0;
+    }
+    /* setup, single-threaded (no switch points outside a run's threads) */
+    if (sc->setup && strchr(sc->setup, 'k')) {
+        setup_closed_states();
+        C.nreal = 0;
+    }
+    {
+        int head = 0;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", sc->setup ? sc->setup : "");
+        for (char *p = buf; *p; p++)
+            if (*p == 'k')
+                *p = ' ';
+        run_script(buf, C.setup_queue, &head, &C.setup_len);
+        C.setup_head = 0;
+    }
+    C.have_last = false;
+    int n = nthreads_of(sc);
+    sched_run(o, n, body, NULL, check_step, r);
+    for (int i = 0; i < n; i++)
+        if (!sched_thread_ended(i))
+            C.died = true;
+    all_ended = !C.died && r->verdict == SCHED_OK;
+    bool ok = r->verdict == SCHED_OK;
+    if (ok && !sc->no_model) {
+        circuit_get_stats(C.b, &final_real);
+        final_pending = circuit_test_pending(C.b);
+        int seq[MAX_OPS];
+        lin_nodes = 0;
+        best_depth = -1;
+        best_why[0] = 0;
+        if (!search(0, seq, 0)) {
+            r->verdict = SCHED_FAILED;
+            snprintf(r->message, sizeof r->message, "V3: no linearization of the %d calls: %.900s", C.nops,
+                     best_why);
+            ok = false;
+        }
+        if (lin)
+            *lin += lin_nodes;
+    }
+    if (!ok) {
+        /* the history, for the report */
+        size_t w = strlen(r->message);
+        for (int i = 0; i < C.nops && w < sizeof r->message - 80; i++) {
+            const hop *h = &C.ops[i];
+            int k = snprintf(r->message + w, sizeof r->message - w, "\n  #%d t%d %s [%" PRIu64 ", %" PRIu64 "]%s",
+                             i, h->tid, op_names[h->kind], h->start, h->end,
+                             h->kind == OP_ALLOW ? (h->ok ? " admitted" : " rejected") : "");
+            if (k > 0)
+                w += (size_t)k;
+        }
+    }
+    circuit_free(C.b);
+    C.b = NULL;
+    return ok;
+}
+
+/* ---- the scenarios ------------------------------------------------------ */
+
+#define CFG(w, p, open, pt) {(w), (p), (open), (pt)}
+
+static const scenario scenarios[] = {
+    {.name = "closed_trip",
+     .rules = "S2 C1 C4 L1 L6 M1",
+     .about = "closed successes and failures on two CPUs race to a trip; a stats reader",
+     .config = CFG(4, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"asaf", "afax", "x"}, .ncpu = 2, .max_ticks = 0},
+    {.name = "halfopen_probes",
+     .rules = "P1 S4 T4 T6 C1",
+     .about = "an open breaker whose period ends inside the schedule: probes, a timeout, late settlers",
+     .config = CFG(4, 1, 1000, 1500), .trip_failures = 1, .close_successes = 1,
+     .setup = "aaf", .threads = {"asF", "afS", "ax"}, .ncpu = 2, .max_ticks = 3, .tick_ns = 800},
+    {.name = "operator",
+     .rules = "OP1 OP2 OP3 O6 S1",
+     .about = "isolate and reset race traffic and a trip",
+     .config = CFG(2, 1, 1000, 5000), .trip_failures = 1, .close_successes = 1,
+     .threads = {"afas", "oe", "ax"}, .ncpu = 2, .max_ticks = 1, .tick_ns = 1000},
+    {.name = "stats_cells",
+     .rules = "M1 L6 L7 L8",
+     .about = "successes on per-CPU cells with threads that change CPU between reading it and writing",
+     .config = CFG(8, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"asasas", "afx", "xx"}, .ncpu = 2, .migrate = true},
+    {.name = "arena",
+     .rules = "L5 M1 S2",
+     .about = "other breakers built and freed while two threads count on this one",
+     .config = CFG(4, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"asaf", "nn", "afx"}, .ncpu = 2},
+    {.name = "deaths",
+     .rules = "L1 P1 SH2",
+     .about = "a thread may die at any switch point; the others finish every call",
+     .config = CFG(2, 1, 1000, 1500), .trip_failures = 1, .close_successes = 1,
+     .setup = "a", .threads = {"afas", "aFx", "oe"}, .ncpu = 2, .max_ticks = 2, .tick_ns = 800,
+     .max_deaths = 1},
+    {.name = "generation_seam",
+     .rules = "T2 T6 C1 P1 S4",
+     .about = "half-open after the 30-bit generation tag has wrapped",
+     .config = CFG(2, 2, 1000, 1500), .trip_failures = 1, .close_successes = 2,
+     .setup = "af", .threads = {"asaf", "afax"}, .ncpu = 2, .max_ticks = 3, .tick_ns = 800,
+     .skip_generations = (UINT64_C(1) << 30) - 2},
+    {.name = "descriptor_tags",
+     .rules = "L1 C4",
+     .about = "closed points past 8192 closed states (14 bits of the point number)",
+     .config = CFG(2, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .setup = "k", .threads = {"afaf", "ex", "af"}, .ncpu = 2, .no_model = true},
+};
+
+const scenario *checker_all(int *n)
+{
+    *n = (int)(sizeof scenarios / sizeof scenarios[0]);
+    return scenarios;
+}
+
+const scenario *checker_find(const char *name)
+{
+    int n;
+    const scenario *s = checker_all(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(s[i].name, name) == 0)
+            return &s[i];
+    return NULL;
+}

@@ -1,0 +1,76 @@
+/*
+ * checker: scenarios of the real core under the controlled scheduler, and
+ * their oracle (docs/CONTRACT.md V3).
+ *
+ * A scenario is a few threads, each with a short script of public calls on
+ * one breaker, after a single-threaded setup. Every call is recorded in a
+ * history (start and end in the run's total order, arguments, answers). The
+ * oracle then
+ *   - after every switch point: reads circuit_get_stats (a pure read, M1)
+ *     and checks the scenario's invariants: probes in flight <= P and 0
+ *     unless half-open; totals, generation and transitions never decrease;
+ *     the M1 identity within what the calls begun and ended allow
+ *     (admitted - settled between the tickets surely live and those maybe
+ *     live);
+ *   - at the end: searches for a linearization of the history (Wing and
+ *     Gong): an order of the calls that respects real time (a call that
+ *     ended before another began comes first) in which the sequential
+ *     reference model (tests/model) gives every call the answer the real
+ *     core gave, the same transitions (from, to, generation, cause, counts,
+ *     the call_ctx of policy and operator ones) and, once every thread has
+ *     ended, the same final stats, every field. A dead thread's unfinished
+ *     call may take effect or not.
+ */
+#ifndef CIRCUIT_SCHED_CHECKER_H
+#define CIRCUIT_SCHED_CHECKER_H
+
+#include "circuit.h"
+#include "scheduler.h"
+
+typedef struct scenario {
+    const char *name;
+    const char *rules;            /* the rule ids it checks */
+    const char *about;
+    circuit_config config;
+    int trip_failures;            /* trip: failures >= this */
+    int close_successes;          /* probe: close after this many successes */
+    const char *setup;            /* single-threaded script before the threads */
+    const char *threads[SCHED_MAX_THREADS];
+    int ncpu;                     /* CPUs of the breaker (circuit_test_set_cpus) */
+    bool migrate;                 /* a thread changes CPU at every CPU read */
+    int max_ticks;
+    int64_t tick_ns;
+    int max_deaths;
+    uint64_t skip_generations;    /* setup: after the script, isolate and move on */
+    bool no_model;                /* invariants and liveness only (setups too long to replay) */
+} scenario;
+
+/*
+ * Scripts: one letter per call.
+ *   a        circuit_allow; an admitted ticket joins the thread's queue
+ *   s f i    circuit_done(oldest ticket of the queue, success/failure/ignored)
+ *   r        circuit_release(oldest ticket)
+ *   S F I R  the same on the oldest ticket admitted by the setup (late settlers)
+ *   g        circuit_get_state          x  circuit_get_stats
+ *   o        circuit_isolate            e  circuit_reset
+ *   n        circuit_new + circuit_free of another breaker (the arena)
+ *   t        setup only: move the clock by the scenario's tick
+ *   k        setup only: 8192 closed states (isolate + reset, no model)
+ * A settle letter with no ticket in its queue does nothing.
+ */
+
+const scenario *checker_find(const char *name);
+const scenario *checker_all(int *n);
+
+typedef struct checker_stats {
+    long runs, failed;
+    long steps_total, switches_total;
+    long points_max;
+    long linearize_nodes;
+    double seconds;
+} checker_stats;
+
+/* One schedule of the scenario; false when it failed (r says why). */
+bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long *lin_nodes);
+
+#endif
