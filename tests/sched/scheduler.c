@@ -54,7 +54,6 @@ static struct {
     int last_tok, last_count;
     bool active, abort;
     sched_verdict verdict;
-    uint64_t events;
     int preempts;
     /* REPLAY */
     uint8_t *rp;
@@ -385,7 +384,9 @@ void sched_op_end(void)
 
 int sched_tid(void) { return my_tid; }
 void sched_quiet(bool on) { my_quiet = on; }
-uint64_t sched_event(void) { return ++R.events; }
+static uint64_t g_events;
+uint64_t sched_event(void) { return ++g_events; }
+void sched_event_reset(void) { g_events = 0; }
 void sched_set_cpus(int ncpu, bool migrate)
 {
     g_ncpu = ncpu < 1 ? 1 : ncpu;

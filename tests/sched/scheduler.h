@@ -104,6 +104,7 @@ void sched_set_cpus(int ncpu, bool migrate);
 void sched_set_clock(void (*tick)(int64_t ns));
 /* Events in the run's total order (a counter every recorded event takes). */
 uint64_t sched_event(void);
+void sched_event_reset(void); /* back to 0 (the checker, before a run's setup) */
 /* After a run: did thread tid end its body (false: it died or the run stopped)? */
 bool sched_thread_ended(int tid);
 
