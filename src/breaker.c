@@ -481,10 +481,23 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
              * finished): a state made after it (a reopen) must be judged
              * by a clock read after it, or its open period would look over
              * and be left without its time-driven change (OP1, OP2, P1) */
+#if !defined(CIRCUIT_PLANT_OPERATOR_STALE_CLOCK)
             now = circuit__now();
+#else
+            /* PLANTED BUG (tests/sched/PLANTS.md, undone by 1c762ed): every
+             * try is judged by the first clock read */
+#endif
             c = circuit__advance(b, now, call_ctx, NULL);
         }
         unsigned code = circuit__code(c.lo);
+#if defined(CIRCUIT_PLANT_RESET_INTENT_EALREADY)
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 7a536d2): a closed
+         * word with a trip's intent answers a reset EALREADY (OP2) */
+        if (code == already) {
+            rc = EALREADY;
+            break;
+        }
+#endif
         if (code == CIRCUIT__ST_CLOSED && circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
             /* a trip, isolate or fold another call started: finish it
              * first (L1), then decide from the state it leaves (a reset

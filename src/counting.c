@@ -296,7 +296,9 @@ static bool count_slow(circuit_breaker *b, uint32_t gen, bool failure, void *cal
         /* The next try counts after results that were counted after our
          * clock read: a reopen it makes starts its open period now, when
          * it is counted, not at that older reading (S4) */
+#if !defined(CIRCUIT_PLANT_PROBE_STALE_CLOCK)
         now = circuit__now();
+#endif
     }
 }
 
@@ -428,8 +430,16 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
         for (uint32_t j = (uint32_t)(sp[g][0] / 64u); j <= (uint32_t)((sp[g][1] - 1u) / 64u); j++) {
             /* acquire: the caller validates the word after these reads */
             circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j));
+#if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
+            /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd and
+             * the bitmap's tags): a reader (virt) counts the bits of a
+             * window a later point moved, as the ring's readers did */
+            if (!virt && circuit__tag_before(k, (uint32_t)x.lo))
+                return false;
+#else
             if (circuit__tag_before(k, (uint32_t)x.lo))
                 return false; /* a point after k updated it */
+#endif
             uint64_t bits = x.hi;
             if (virt && circuit__tag_before(x.lo, k)) {
                 uint64_t clr, set;
@@ -822,6 +832,12 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
  * finds another key gives its own. */
 static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u128 wi)
 {
+#if defined(CIRCUIT_PLANT_INTENT_CALL_CTX)
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 7394cf4): one record
+     * shared by trip and isolate makers (O6) */
+    (void)wi;
+    return (circuit__u128 *)(uintptr_t)&b->intent_ctx[0];
+#endif
     /* the records are shared and atomic: a const breaker still names them */
     return (circuit__u128 *)(uintptr_t)&b->intent_ctx[circuit__cintent(wi.lo) ==
                                                        CIRCUIT__INTENT_ISOLATE];
@@ -844,8 +860,13 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
         /* A record of a later point (k only grows, never restarts) is a
          * newer maker's: ours was computed from a word that has moved on,
          * its intent CAS will fail, and it must not hide the newer one */
+#if !defined(CIRCUIT_PLANT_INTENT_STALE_MAKER)
         if (x.hi != 0 && (int32_t)((uint32_t)x.hi - circuit__ck(wi.hi)) > 0)
             return;
+#else
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 34e39e5): a stale
+         * maker replaces a later point's record (O6) */
+#endif
         /* sc: an older or same-point record may be replaced; the intent
          * CAS after it publishes it */
         if (circuit__cas128_sc(rec, &x, want))
@@ -897,7 +918,15 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     if (to != CIRCUIT_CLOSED) {
         /* read here, not earlier: the trip is made now (S4), whatever the
          * caller read before it lost CASes to other points */
+#if defined(CIRCUIT_PLANT_PROBE_STALE_CLOCK)
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 1c762ed): a lost
+         * counting CAS keeps its clock read, and a trip uses the caller's
+         * (S4: a reopen or trip dated at a stale reading) */
+        if (!*have_now)
+            *now = circuit__now();
+#else
         *now = circuit__now();
+#endif
         *have_now = true;
         CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
         circuit__transition(b, &w, to,
@@ -1166,6 +1195,12 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
              * made during the call; take the newest word */
             circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
             if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
+#if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
+                /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd):
+                 * zero counts reported with the old closed word (M1) */
+                *out = (circuit_counts){0, 0, 0, 0, 0};
+                return w;
+#endif
                 circuit__counts(b, now, out); /* not closed: no recursion */
                 return now;
             }
@@ -1182,7 +1217,11 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         circuit__upd u, *virt = NULL;
         bool fresh = true;
         if (circuit__cintent(w.lo) == CIRCUIT__INTENT_NONE) {
+#if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
+            (void)upd_of(b, w, &c, &u); /* PLANTED: D_{k-1} gone, read on */
+#else
             fresh = upd_of(b, w, &c, &u);
+#endif
             virt = &u;
         }
         fresh = fresh && circuit__cc_apply(b, circuit__ck(w.hi), virt, &c, d, false, &n);
@@ -1190,10 +1229,18 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         circuit__u128 now = circuit__ld128_acq(&b->core);
         if (fresh && word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
             break;
+#if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd): a word no
+         * longer closed ends the validation, and the derivation from a
+         * window that moved is reported with the old closed word (M1) */
+        if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED)
+            break;
+#else
         if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
             circuit__counts(b, now, out); /* not closed: no recursion */
             return now;
         }
+#endif
         w = now;
         cells = NULL;
     }

@@ -68,7 +68,7 @@ static inline circuit__u128 circuit__desc_pack(const circuit__cc *c, uint32_t k)
         circuit__abort("internal error: descriptor field out of range "
                        "(seq %u, failures %u, run %u, S %llu)",
                        c->seq, c->fail, c->run, (unsigned long long)c->S);
-    uint64_t lo = (uint64_t)k | ((uint64_t)c->run << CIRCUIT__D_RUN_SHIFT) | CIRCUIT__D_VALID;
+    uint64_t lo = CIRCUIT__D_TAG(k) | ((uint64_t)c->run << CIRCUIT__D_RUN_SHIFT) | CIRCUIT__D_VALID;
     uint64_t hi = (uint64_t)c->seq | (c->full ? CIRCUIT__D_FULL : 0) |
                   ((uint64_t)c->fail << CIRCUIT__D_FAIL_SHIFT) |
                   (c->last_fail ? CIRCUIT__D_LAST : 0) | (c->S << CIRCUIT__D_S_SHIFT);

@@ -35,6 +35,26 @@
 #include "testing.h"
 #endif
 
+/* Planted bugs (tests/sched/PLANTS.md): each CIRCUIT_PLANT_<NAME> switch
+ * brings back a defect fixed in 0.3, for the schedule checker to catch. They
+ * act in the tests' core only (CIRCUIT_TESTING): the library built in the
+ * same tree with the same flags stays correct. */
+#ifndef CIRCUIT_TESTING
+#undef CIRCUIT_PLANT_DESC_TAG14
+#undef CIRCUIT_PLANT_HALFOPEN_ALIAS_WINDOW
+#undef CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS
+#undef CIRCUIT_PLANT_SLOT0_BIT
+#undef CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT
+#undef CIRCUIT_PLANT_STATS_MOVED_RING
+#undef CIRCUIT_PLANT_STATS_GEN_WIDEN
+#undef CIRCUIT_PLANT_INTENT_CALL_CTX
+#undef CIRCUIT_PLANT_INTENT_STALE_MAKER
+#undef CIRCUIT_PLANT_OPERATOR_STALE_CLOCK
+#undef CIRCUIT_PLANT_PROBE_STALE_CLOCK
+#undef CIRCUIT_PLANT_STATE_READ_STALE
+#undef CIRCUIT_PLANT_RESET_INTENT_EALREADY
+#endif
+
 #define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
 #define CIRCUIT__MAX_CPUS 4096u /* a breaker's CPU count is capped here */
 

@@ -191,8 +191,15 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
      * ago), left by a ticket released after its timeout fell due. */
     int64_t fresh_due = circuit__sat_add((int64_t)open_end, b->cfg.probe_timeout_ns);
     for (;;) {
+#if defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): an old
+         * busy record under gen's tag is taken for the reservation */
+        (void)fresh_due;
+        if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
+#else
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen &&
             (int64_t)cur.hi >= fresh_due) {
+#endif
             *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
             break;
         }
@@ -214,8 +221,15 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
          * with bit 0 clear is an older half-open state's word (2^30
          * transitions ago, its slot 0 freed): no bit of gen but this one is
          * set before the transition CAS, so the word becomes {gen, 1} */
+#if defined(CIRCUIT_PLANT_SLOT0_BIT)
+        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 8181668): gen's tag
+         * with bit 0 clear is taken for the reservation's bit */
+        if (bm_gen(w) == gen)
+            return true;
+#else
         if (bm_gen(w) == gen && (w & 1u))
             return true;
+#endif
         /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
@@ -249,8 +263,18 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
  * from a reservation. */
 static bool halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
 {
+#if !defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_WINDOW)
     if (!circuit__halfopen_window_start(b, gen, open_lo))
         return false;
+#else
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): the window's
+     * failure records under gen's tag are left in place */
+#endif
+#if defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): busy slot
+     * records and bitmap bits under gen's tag are left in place */
+    return true;
+#endif
     for (uint32_t i = 1; i < b->probes; i++) {
         circuit__u128 *s = &b->slots[i];
         circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
@@ -476,6 +500,20 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     claim k = claim_of(w);
     circuit__u128 *s = &b->slots[k.slot];
     uint64_t tag = slot_tag(k.gen, k.reuse), taken = tag | SLOT_TAKEN;
+#if defined(CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT)
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by d9bd2d1/654da56): 0.2's
+     * scan frees the due probe's slot (record and bit) and counts the
+     * timeout after, dropped if the generation moved in between (P1) */
+    circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
+    circuit__u128 freed = {tag & ~SLOT_BUSY, sv.hi};
+    if (sv.lo != tag || !circuit__cas128_sc(s, &sv, freed)) { /* sc: table slots */
+        claim_retire(b, w, false);
+        return;
+    }
+    bit_clear(b, k.slot, k.gen);
+    sv.lo = taken; /* the count below goes on (at a saturated timed_out it
+                    * finds the slot freed and counts nothing) */
+#else
     /* b. take the slot from its probe. {tag} exists only before the
      * probe's end (reuse grows), so a stale helper can take nothing. */
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
@@ -484,6 +522,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
         if (circuit__cas128_sc(s, &sv, nw)) /* sc: table slots */
             sv = nw;
     }
+#endif
     if (sv.lo != taken) {
         /* its done or release freed it first (it settled before its
          * timeout), or this claim is finished and its slot freed */

@@ -17,6 +17,11 @@ uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
      * transitions while one thread holds the word), so the nearest
      * generation with this tag is the word's. An unsigned distance turned
      * a base one ahead into tag + 2^30 (M1, B3). */
+#if defined(CIRCUIT_PLANT_STATS_GEN_WIDEN)
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 5953e80): an unsigned
+     * distance: a base one ahead of the tag gives tag + 2^30 (M1, B3) */
+    return base + ((tag - (base & CIRCUIT__GEN_MASK)) & CIRCUIT__GEN_MASK);
+#endif
     uint64_t d = (tag - base) & CIRCUIT__GEN_MASK;
     if (d > (CIRCUIT__GEN_MASK >> 1))
         return base - ((CIRCUIT__GEN_MASK + 1) - d); /* behind the base */

@@ -168,13 +168,21 @@ static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_
  * per 2^29 successes at most. */
 #define CIRCUIT__D_S_MAX ((UINT64_C(1) << 29) - 1)
 _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a descriptor's seq (mod window) has 16 bits");
+#if defined(CIRCUIT_PLANT_DESC_TAG14)
+/* PLANTED BUG (tests/sched/PLANTS.md, undone by c888a67): the tag is k's
+ * low 14 bits, so a stopped writer's X comes back after 8 191 closed
+ * states (L1, C4) */
+#define CIRCUIT__D_TAG(k) ((uint64_t)(k) & UINT64_C(0x3fff))
+#else
+#define CIRCUIT__D_TAG(k) ((uint64_t)(k))
+#endif
 static inline circuit__u128 circuit__desc_zero(uint32_t k)
 {
-    return (circuit__u128){(uint64_t)k | CIRCUIT__D_VALID, 0};
+    return (circuit__u128){CIRCUIT__D_TAG(k) | CIRCUIT__D_VALID, 0};
 }
 static inline bool circuit__desc_is(circuit__u128 d, uint32_t k)
 {
-    return (d.lo & CIRCUIT__D_VALID) && (uint32_t)d.lo == k;
+    return (d.lo & CIRCUIT__D_VALID) && (uint32_t)d.lo == (uint32_t)CIRCUIT__D_TAG(k);
 }
 
 /* The closed window's bitmap (counting.c): word j (circuit__cbits) is {tag,
@@ -293,6 +301,13 @@ static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected
  * made from a clock read stands for a state the word held across it. */
 static inline bool circuit__core_still(const circuit_breaker *b, circuit__u128 *c)
 {
+#if defined(CIRCUIT_PLANT_STATE_READ_STALE)
+    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 34e39e5): an open word
+     * read before the clock is taken as still there (S5, M1) */
+    (void)b;
+    (void)c;
+    return true;
+#endif
     circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
     if (now.lo == c->lo && now.hi == c->hi)
         return true;
