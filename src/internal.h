@@ -103,8 +103,10 @@ enum circuit__total {
  * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
  *                                                                              the records: one sees the other
  * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
- *  {tag, due}    slot_free; a timeout's claim:      reserve, the claim's       ("read X, check, CAS X"); the winner
- *                take, free (cas128_sc)             helpers (ld128_acq)        of the not-busy CAS frees the bit
+ *  {tag, due}    slot0_adopt, slot_free; a          reserve, adopt, the        ("read X, check, CAS X"); the winner
+ *                timeout's claim: take, free        claim's helpers,           of the not-busy CAS frees the bit;
+ *                (cas128_sc)                        probes_in_flight           slot0_adopt keeps the bit it finds
+ *                                                   (ld128_acq)                set (the reservation's)
  * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
