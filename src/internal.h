@@ -140,9 +140,11 @@ enum circuit__total {
  *                its CAS (cas_acq, read-check-CAS)  (ld_acq, after its         being left, CAS X; the CASes of core
  *                                                   acquire of core)           between carry it (acq_rel RMWs)
  * pcpu[].cell    closed_success (cas_rlx count,     failure's sum (ld_rlx      a seal is an RMW on the cell:
- *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
- *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
- *                                                   (ld_acq, stats)            word to a success that sees it
+ *  {sealed,      cas_acq_rel start), intent         after core's acquire),     coherence orders counts and seals;
+ *   epoch, n}    completion seal (cas_acq_rel)      seal (ld_acq), cells_read  the seal's release shows the intent
+ *                                                   (ld_acq, stats)            word to a success that sees it; a
+ *                                                                              start's release shows stats the
+ *                                                                              word past the ended epoch
  * pcpu[].tot     circuit__total_add (cas_rlx: one   get_stats' totals_read     the flush's SUBTRACT (cas_rel) after
  *  (M1, packed)  more, never past the field's top),  (ld_acq, between two      its CREDIT: a reader that sees the
  *                a flush's SUBTRACT (cas_rel, only   loads of tot_ctl);         subtract sees the credit; later
