@@ -56,15 +56,15 @@
  *   lock-free: they take no mutex, spinlock or futex wait, and a thread stopped
  *   at any point inside one of them does not keep other threads from
  *   completing theirs. circuit_isolate, circuit_reset and circuit_get_stats
- *   are lock-free too. The state, the generation and the window counts live
- *   in one 16-byte word updated by compare-and-swap; a result is counted only
- *   by a CAS that also checks the generation the call was admitted in.
- *   While closed, whatever the window holds, a success is instead counted in
- *   a per-CPU counter of the CPU the thread runs on, so circuit_allow +
- *   circuit_done of a success write no cache line that another CPU's allow
- *   or done writes; a failure reads those counters (without writing them)
- *   to count itself with exact counts, and a transition out of closed seals
- *   them first (SPEC L6 as amended in 0.3, L8).
+ *   are lock-free too. A result is counted only while the breaker is still
+ *   in the generation the call was admitted in (T2). While closed, a
+ *   success is counted in a per-CPU counter of the CPU the thread runs on,
+ *   so circuit_allow + circuit_done of a success write no cache line that
+ *   another CPU's allow or done writes; a failure is counted at an exact
+ *   point: it reads those counters (without writing them), so the trip
+ *   policy sees exact counts, and a transition out of closed seals them
+ *   first (SPEC L6 as amended in 0.3, L8). Probe results (half-open) are
+ *   counted on the shared state word: probes are few by design.
  *   circuit_new and circuit_free are not thread-safe with respect to the
  *   breaker they create or destroy.
  *
@@ -551,8 +551,9 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * admitted = successes + failures + ignored + late + released + (tickets
  * still live). Cost: O(CPUs) loads, in one pass over the per-CPU counters
  * however fast other threads count results (successes cannot starve it),
- * unless two of the totals' batch flushes (one per 128 to 2^20 results of
- * a kind on a CPU) start or end during the pass: then the totals are read
+ * unless two of the totals' batch flushes (one per 4 to 2^20 results of a
+ * kind on a CPU: 2^20 admitted, 1024 rejected, 128 ignored or released, 64
+ * failures, 4 late) start or end during the pass: then the totals are read
  * again (lock-free).
  * The state word is read again only when another thread moved it during
  * the call: an exact point (a failure, a fold, an intent) while the closed

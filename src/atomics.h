@@ -10,8 +10,10 @@
  * the release build ships (on x86-64 and aarch64 alike): nothing here relies
  * on one CPU's ordering.
  *
- * 16-BYTE operations (the state word, probe-slot records, the probe-time
- * hint, the fold ledger) are the one place where builds differ:
+ * 16-BYTE operations (the state word, the closed descriptors and bitmap
+ * words, the closed mirror, probe-slot records, the probe-time hint, the
+ * probe claim, the fold ledger, the intent records: internal.h's table) are
+ * the one place where builds differ:
  *   - x86-64 release: `lock cmpxchg16b` in inline assembly. It is a full
  *     barrier, and on failure it returns the value it compared against as
  *     one atomic snapshot.
@@ -37,8 +39,12 @@
  *     to be fooled is the low half leaving and returning to the very same
  *     value between two loads a few instructions apart, which for the words
  *     read this way takes a wrap of a 30-bit generation plus a 31-bit
- *     sequence (or of a 64-bit version). TSan builds use one 16-byte atomic
- *     load instead (TSan must see the access).
+ *     sequence (or of a 64-bit version). The intent records are the
+ *     exception: their low half is a caller's call_ctx, which may repeat,
+ *     so a read may pair one maker's call_ctx with another's key (O6 then
+ *     names that call_ctx; a CAS from such a value fails, both halves being
+ *     compared). TSan builds use one 16-byte atomic load instead (TSan must
+ *     see the access).
  *
  * The happens-before marks (circuit__tsan_release/acquire) are for the one
  * place where synchronisation flows through code TSan cannot see: liburcu's

@@ -26,6 +26,14 @@
 #include "percpu.h"
 #include "transition.h"
 #include "window.h"
+
+/* CIRCUIT_PLANT_ACQ_RESTART: a planted defect for the schedule checker to
+ * find (test builds only): an acquire-only CAS restarting a sealed cell for
+ * a new epoch (closed_success). */
+#if defined(CIRCUIT_PLANT_ACQ_RESTART) && !defined(CIRCUIT_TESTING)
+#error "CIRCUIT_PLANT_ACQ_RESTART is a defect planted for the test build only"
+#endif
+
 /*
  * CLOSED: counting while closed (docs/CONTRACT.md S2 and L6 as amended in 0.3, L8,
  * C1, C2, C4, T2, M1): successes never share a cache line; a failure makes
@@ -1020,8 +1028,15 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
             /* an ended epoch's cell (every epoch ends with its cells sealed):
              * start it for ours. Read X (above), check the word, CAS X. */
             CIRCUIT__HOOK(CIRCUIT_TP_CELL_BEFORE_START);
+            /* acq_rel: acquire, after the cell's ended epoch; release, so a
+             * get_stats that reads this start (acquire) then reads the word
+             * out of the ended epoch (stats.c, "still E") */
             if (circuit__ld128_lo_acq(&b->core) == lo &&
+#if defined(CIRCUIT_PLANT_ACQ_RESTART)
                 circuit__cas_acq(cell, &v, cell_make(epoch, 1)))
+#else
+                circuit__cas_acq_rel(cell, &v, cell_make(epoch, 1)))
+#endif
                 return CIRCUIT__COUNTED;
         }
         /* Sealed for our epoch (an intent is being completed: it shows in

@@ -123,8 +123,10 @@ enum circuit__total {
  * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
  *                                                                              the records: one sees the other
  * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
- *  {tag, due}    slot_free; a timeout's claim:      reserve, the claim's       ("read X, check, CAS X"); the winner
- *                take, free (cas128_sc)             helpers (ld128_acq)        of the not-busy CAS frees the bit
+ *  {tag, due}    slot0_adopt, slot_free; a          reserve, adopt, the        ("read X, check, CAS X"); the winner
+ *                timeout's claim: take, free        claim's helpers,           of the not-busy CAS frees the bit;
+ *                (cas128_sc)                        probes_in_flight           slot0_adopt keeps the bit it finds
+ *                                                   (ld128_acq)                set (the reservation's)
  * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
@@ -158,9 +160,11 @@ enum circuit__total {
  *                its CAS (cas_acq, read-check-CAS)  (ld_acq, after its         being left, CAS X; the CASes of core
  *                                                   acquire of core)           between carry it (acq_rel RMWs)
  * pcpu[].cell    closed_success (cas_rlx count,     failure's sum (ld_rlx      a seal is an RMW on the cell:
- *  {sealed,      cas_acq start), intent completion  after core's acquire),     coherence orders counts and seals;
- *   epoch, n}    seal (cas_acq_rel)                 seal (ld_acq), cells_read  the seal's release shows the intent
- *                                                   (ld_acq, stats)            word to a success that sees it
+ *  {sealed,      cas_acq_rel start), intent         after core's acquire),     coherence orders counts and seals;
+ *   epoch, n}    completion seal (cas_acq_rel)      seal (ld_acq), cells_read  the seal's release shows the intent
+ *                                                   (ld_acq, stats)            word to a success that sees it; a
+ *                                                                              start's release shows stats the
+ *                                                                              word past the ended epoch
  * pcpu[].tot     circuit__total_add (cas_rlx: one   get_stats' totals_read     the flush's SUBTRACT (cas_rel) after
  *  (M1, packed)  more, never past the field's top),  (ld_acq, between two      its CREDIT: a reader that sees the
  *                a flush's SUBTRACT (cas_rel, only   loads of tot_ctl);         subtract sees the credit; later

@@ -73,6 +73,22 @@
  * scan that takes a taken slot for counted); tests/test_p1_stopped_scanner.c
  * stops a thread at each step (CIRCUIT_TP_TIMEOUT_*).
  *
+ * SLOT 0 AND OPEN -> HALF-OPEN (S3; P1 and S4 as amended in 0.4). Only
+ * circuit_allow admits a probe. Every call that tries the change reserves
+ * slot 0 first (slot0_reserve: its record busy, marked SLOT_RESERVED in its
+ * due half, its bit set), and the transition's CAS itself says what the
+ * reservation is: made by an allow, it is that allow's probe from the CAS
+ * on; made by any other call (a late done, isolate, reset), the new word
+ * carries CIRCUIT__LO_NO_PROBE0 and the reservation is no probe, from that
+ * same CAS, whether or not its maker ever runs again. Such a reservation
+ * (slot0_phantom) is never timed out (the scan skips it: no timed_out, no
+ * probe-policy call), is not counted in probes_in_flight, and is taken over
+ * by the next admission (slot0_adopt: one CAS of its record, which keeps
+ * the bit it already holds), so no allow is refused for it. The mark stays
+ * for the whole half-open state (every CAS within it keeps it); the
+ * reservation is told apart from a later probe in slot 0 by SLOT_RESERVED,
+ * which only slot0_reserve writes.
+ *
  * MEMORY ORDER: every "read X, check the state word, CAS X" reads X with
  * ACQUIRE (bitmap words, slot records), so the check cannot pass before the
  * read. The probe admission and the timeout scan form a Dekker pair: an
@@ -92,9 +108,22 @@
 #include "probes.h"
 #include "transition.h"
 
+/* CIRCUIT_PLANT_PHANTOM_PROBE: a planted defect for the schedule checker
+ * to find (test builds only). A call other than circuit_allow that makes
+ * open -> half-open leaves slot 0's reservation as a probe and frees it only
+ * after its CAS: stopped in between, the reservation times out (timed_out,
+ * a probe-policy call) and holds its slot meanwhile. */
+#if defined(CIRCUIT_PLANT_PHANTOM_PROBE) && !defined(CIRCUIT_TESTING)
+#error "CIRCUIT_PLANT_PHANTOM_PROBE is a defect planted for the test build only"
+#endif
+
 #define SLOT_BUSY UINT64_C(1)
 /* tag: generation bits 33..62 | reuse bits 1..32 | busy bit 0; bit 63: */
 #define SLOT_TAKEN (UINT64_C(1) << 63) /* a timeout took the slot from its probe (b) */
+/* due half: due_ns (>= 0, so bit 63 is free) | bit 63: */
+#define SLOT_RESERVED (UINT64_C(1) << 63) /* slot 0's reservation (slot0_reserve) */
+
+static inline int64_t slot_due(uint64_t hi) { return (int64_t)(hi & ~SLOT_RESERVED); }
 
 static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
 {
@@ -104,6 +133,15 @@ static inline uint32_t slot_gen(uint64_t tag) { return (uint32_t)((tag >> 33) & 
 static inline uint32_t slot_reuse(uint64_t tag) { return (uint32_t)(tag >> 1); }
 
 static inline uint32_t bm_gen(uint64_t w) { return (uint32_t)((w >> 32) & CIRCUIT__GEN_MASK); }
+
+/* Slot 0's record r is the reservation made before the CAS into half-open
+ * generation `gen`, not yet taken over by a probe. It is no probe when gen's
+ * word carries CIRCUIT__LO_NO_PROBE0 (SLOT 0 above). */
+static inline bool slot0_phantom(circuit__u128 r, uint32_t gen)
+{
+    return (r.lo & (SLOT_BUSY | SLOT_TAKEN)) == SLOT_BUSY && slot_gen(r.lo) == gen &&
+           (r.hi & SLOT_RESERVED);
+}
 
 static inline uint32_t bm_limit(const circuit_breaker *b, uint32_t word)
 {
@@ -169,12 +207,13 @@ static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
 
 /* Before the CAS that makes open -> half-open (generation `gen`), whoever
  * tries it makes sure that probe slot 0 is reserved for the new generation:
- * its record busy with a due time, its bit set, and the timeout hint no later
- * than that due time. The winner of the CAS owns the reservation (an allow
- * keeps it as its probe slot, anyone else frees it), so the call that makes
+ * its record busy with a due time (marked SLOT_RESERVED), its bit set, and
+ * the timeout hint no later than that due time. The CAS decides what it is:
+ * an allow's CAS makes it that allow's probe slot, so the call that makes
  * the transition is admitted even when others race for the slots (SPEC S3),
  * and a winner stopped right after its CAS still has a probe that times out
- * (P1). Losers never touch it again. Everything is written only while the
+ * (P1); any other call's CAS marks the word CIRCUIT__LO_NO_PROBE0 and the
+ * reservation is no probe (SLOT 0 above). Losers never touch it again. Everything is written only while the
  * breaker is still open in the generation before `gen` (checked after
  * reading each word, and the CAS from the value read fails if the word moved
  * since), so a stale caller cannot damage a later half-open state.
@@ -198,7 +237,7 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
 #else
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen &&
-            (int64_t)cur.hi >= fresh_due) {
+            slot_due(cur.hi) >= fresh_due) {
 #endif
             *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
             break;
@@ -207,7 +246,7 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
             return false;
         int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
-        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due | SLOT_RESERVED};
         hint_lower(b, due);
         /* sc: table slots */
         if (circuit__cas128_sc(s, &cur, nw)) {
@@ -338,7 +377,7 @@ static bool slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t 
     for (;;) {
         if (cur.lo != tag)
             return false; /* timed out, or already freed */
-        if (unless_due && (int64_t)cur.hi <= now)
+        if (unless_due && slot_due(cur.hi) <= now)
             return false; /* its timeout fell due: the next allow/done counts it */
         circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
         /* sc: table slots */
@@ -391,6 +430,31 @@ static void hint_note(circuit_breaker *b, int64_t due)
     hint_lower(b, due);
 }
 
+/* Takes over slot 0's reservation when it is no probe (SLOT 0 above): its
+ * bit is set already, so one CAS of its record from the value read (after
+ * checking that gen's word carries the mark) makes it this call's probe
+ * slot, due at `due`. False when slot 0 holds no such reservation. */
+static bool slot0_adopt(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *reuse)
+{
+    circuit__u128 *s = &b->slots[0];
+    circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
+    while (slot0_phantom(cur, gen)) {
+        /* acquire: the check follows the read above */
+        uint64_t lo = circuit__ld128_lo_acq(&b->core);
+        if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_HALF_OPEN ||
+            !(lo & CIRCUIT__LO_NO_PROBE0))
+            return false; /* an allow's probe, or the state moved on */
+        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+        /* sc: table slots; lost: another admission took it, or the record
+         * is read again */
+        if (circuit__cas128_sc(s, &cur, nw)) {
+            *reuse = slot_reuse(nw.lo);
+            return true;
+        }
+    }
+    return false;
+}
+
 circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
                                     circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse)
 {
@@ -404,14 +468,18 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
         slot0->held = false;
         return CIRCUIT__ADMITTED;
     }
-    bool stale;
-    if (!slot_acquire(b, gen, slot, &stale))
-        return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
     int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
-    if (!slot_occupy(b, *slot, gen, due, reuse)) {
-        /* The state moved on before the slot was ours. */
-        bit_clear(b, *slot, gen);
-        return CIRCUIT__STALE;
+    if (slot0_adopt(b, gen, due, reuse)) {
+        *slot = 0; /* a reservation that was no probe: ours now */
+    } else {
+        bool stale;
+        if (!slot_acquire(b, gen, slot, &stale))
+            return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
+        if (!slot_occupy(b, *slot, gen, due, reuse)) {
+            /* The state moved on before the slot was ours. */
+            bit_clear(b, *slot, gen);
+            return CIRCUIT__STALE;
+        }
     }
     hint_note(b, due);
     if (core_gen(b) != gen) {
@@ -423,15 +491,23 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
     return CIRCUIT__ADMITTED;
 }
 
-int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen)
+int64_t circuit__probes_in_flight(const circuit_breaker *b, uint64_t lo)
 {
+    uint32_t gen = circuit__gen(lo);
     int64_t n = 0;
+    bool bit0 = false;
     for (uint32_t i = 0; i < b->bitmap_words; i++) {
         /* relaxed: a count for stats, each word a value it held */
         uint64_t w = circuit__ld_rlx(&b->bitmap[i]);
-        if (bm_gen(w) == gen)
+        if (bm_gen(w) == gen) {
             n += __builtin_popcount((uint32_t)w);
+            bit0 = bit0 || (i == 0 && (w & 1u));
+        }
     }
+    /* slot 0's bit held by a reservation that is no probe (SLOT 0 above).
+     * acquire: table slots (a count for stats: a value the record held) */
+    if (bit0 && (lo & CIRCUIT__LO_NO_PROBE0) && slot0_phantom(circuit__ld128_acq(&b->slots[0]), gen))
+        n--;
     return n;
 }
 
@@ -530,7 +606,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
         return;
     }
     CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_TAKEN);
-    int64_t due = (int64_t)sv.hi;
+    int64_t due = slot_due(sv.hi);
     bool saturated = false;
     /* c. count it once */
     circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
@@ -593,7 +669,7 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
             w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
             continue;
         }
-        if (sv.lo != tag || (int64_t)sv.hi != e->due)
+        if (sv.lo != tag || slot_due(sv.hi) != e->due)
             return; /* settled, or timed out and counted by another thread */
         circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
         if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
@@ -610,9 +686,11 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
     }
 }
 
-/* Times out, in due order, every probe of c's generation due at `now`.
- * Returns true when the state word changed generation. */
-static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx);
+/* Times out, in due order, every probe of c's generation due at `now`
+ * (no_probe0: the word's CIRCUIT__LO_NO_PROBE0, slot 0's reservation is no
+ * probe). Returns true when the state word changed generation. */
+static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int64_t now,
+                          void *call_ctx);
 
 static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
 {
@@ -622,12 +700,14 @@ static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, v
     /* Dekker pair with hint_note: (our probe_scans increment, our slot
      * record loads) vs (its slot record store, its probe_scans load) */
     circuit__fence_sc();
-    bool changed = scan_timeouts(b, circuit__gen(c.lo), now, call_ctx);
+    bool changed = scan_timeouts(b, circuit__gen(c.lo), (c.lo & CIRCUIT__LO_NO_PROBE0) != 0,
+                                 now, call_ctx);
     circuit__faa_sc(&b->probe_scans, (uint64_t)-1);
     return changed;
 }
 
-static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *call_ctx)
+static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int64_t now,
+                          void *call_ctx)
 {
     for (;;) {
         circuit__u128 h0 = circuit__ld128_acq(&b->probe_hint); /* acquire: table probe_hint */
@@ -649,7 +729,9 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, int64_t now, void *c
                 circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
                 if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
                     continue;
-                int64_t due = (int64_t)sv.hi;
+                if (slot == 0 && no_probe0 && slot0_phantom(sv, gen))
+                    continue; /* no probe: nothing to time out (SLOT 0 above) */
+                int64_t due = slot_due(sv.hi);
                 if (due > now) {
                     if (due < rest)
                         rest = due;
@@ -710,9 +792,14 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
             if ((maybe_alias && !halfopen_start(b, g1, c.lo)) ||
                 !slot0_reserve(b, g1, c.lo, c.hi, now, &reuse))
                 continue;
-            static const circuit_counts zero = {0, 0, 0, 0, 0};
-            if (circuit__transition(b, &c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, now,
-                                    call_ctx)) {
+            /* the CAS decides what slot 0's reservation is: an allow's
+             * probe, or no probe (SLOT 0 above) */
+#if defined(CIRCUIT_PLANT_PHANTOM_PROBE)
+            bool slot0_probe = true;
+#else
+            bool slot0_probe = slot0 != NULL;
+#endif
+            if (circuit__transition_half_open(b, &c, slot0_probe, now, call_ctx)) {
                 if (slot0) {
                     /* S3: an allow made the transition, so the reservation
                      * is its probe slot from the CAS on: it is admitted in
@@ -723,7 +810,9 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                     slot0->reuse = reuse;
                     return c;
                 }
+#if defined(CIRCUIT_PLANT_PHANTOM_PROBE)
                 slot_free(b, 0, g1, reuse, false, 0); /* not a probe */
+#endif
             }
             continue;
         }

@@ -36,13 +36,15 @@ typedef struct circuit__slot0 {
 
 /* The time-driven changes due by `now` (open -> half-open, probe timeouts,
  * each as of its due time), then the word. `slot0` may be NULL (done,
- * isolate, reset). */
+ * isolate, reset): an open -> half-open change made then admits no probe
+ * (SPEC P1, S4 as amended in 0.4: slot 0's reservation is no probe). */
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0);
 
 /* Admits one probe into the half-open state of generation `gen`: slot0's
  * slot when it holds one (always ADMITTED, S3; gen is then slot0->gen),
- * else a free slot with its timeout due at now + probe_timeout_ns. */
+ * else slot 0's reservation when it is no probe, else a free slot, with its
+ * timeout due at now + probe_timeout_ns. */
 circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
                                     circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse);
 
@@ -53,7 +55,9 @@ bool circuit__slot_release(circuit_breaker *b, uint32_t slot, uint32_t gen, uint
 bool circuit__slot_release_unless_due(circuit_breaker *b, uint32_t slot, uint32_t gen,
                                       uint32_t reuse, int64_t now);
 
-/* Probes holding a slot in generation `gen` (relaxed: a count for stats). */
-int64_t circuit__probes_in_flight(const circuit_breaker *b, uint32_t gen);
+/* Probes holding a slot in the half-open state whose word's low half is
+ * `lo` (relaxed: a count for stats); slot 0's reservation is not one when
+ * the word carries CIRCUIT__LO_NO_PROBE0. */
+int64_t circuit__probes_in_flight(const circuit_breaker *b, uint64_t lo);
 
 #endif

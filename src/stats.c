@@ -121,7 +121,7 @@ again:
             s.retry_after_ns = circuit__open_left(c.hi, now);
         }
     } else if (code == CIRCUIT__ST_HALF_OPEN) {
-        s.probes_in_flight = circuit__probes_in_flight(b, tag);
+        s.probes_in_flight = circuit__probes_in_flight(b, c.lo);
     }
     *out = s;
 }

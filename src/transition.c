@@ -111,9 +111,11 @@ static bool bits_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
     return true;
 }
 
-bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
-                         circuit_cause cause, const circuit_counts *counts, int64_t at,
-                         void *call_ctx)
+/* circuit__transition, with `half_flags` (CIRCUIT__LO_NO_PROBE0 or 0) added
+ * to the low half of a new half-open word */
+static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
+                       circuit_cause cause, const circuit_counts *counts, int64_t at,
+                       void *call_ctx, uint64_t half_flags)
 {
     unsigned code = circuit__code(c->lo);
     uint32_t g1 = circuit__gen_next(circuit__gen(c->lo));
@@ -149,7 +151,7 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0), 0};
+        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
         break;
     case CIRCUIT_ISOLATED:
         nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
@@ -179,4 +181,19 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     if (to == CIRCUIT_CLOSED)
         circuit__mirror_set(b);
     return true;
+}
+
+bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
+                         circuit_cause cause, const circuit_counts *counts, int64_t at,
+                         void *call_ctx)
+{
+    return transition(b, c, to, cause, counts, at, call_ctx, 0);
+}
+
+bool circuit__transition_half_open(circuit_breaker *b, circuit__u128 *c, bool slot0_probe,
+                                   int64_t at, void *call_ctx)
+{
+    static const circuit_counts zero = {0, 0, 0, 0, 0};
+    return transition(b, c, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, &zero, at, call_ctx,
+                      slot0_probe ? 0 : CIRCUIT__LO_NO_PROBE0);
 }

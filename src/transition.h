@@ -15,9 +15,18 @@
  * `counts` are the final counts of the state left (including what caused
  * it); `at` the moment it takes effect (an open period starts then).
  * Returns true with *c the new word, or false, with *c re-read, when the
- * CAS lost. For to == HALF_OPEN the caller has reserved probe slot 0. */
+ * CAS lost. Not for open -> half-open: circuit__transition_half_open. */
 bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
                          circuit_cause cause, const circuit_counts *counts, int64_t at,
                          void *call_ctx);
+
+/* The time-driven open -> half-open transition (cause TIMER, zero counts)
+ * from the open word `*c`, the caller having reserved probe slot 0
+ * (probes.c). `slot0_probe`: the caller is an allow, and that reservation
+ * becomes its probe in this CAS; otherwise the new word carries
+ * CIRCUIT__LO_NO_PROBE0 and the reservation is no probe (SPEC P1, S4 as
+ * amended in 0.4). Returns as circuit__transition. */
+bool circuit__transition_half_open(circuit_breaker *b, circuit__u128 *c, bool slot0_probe,
+                                   int64_t at, void *call_ctx);
 
 #endif

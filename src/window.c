@@ -175,7 +175,9 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         run++;
     uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
 
-    out->lo = circuit__mklo(circuit__code(c.lo), gen, nseq);
+    /* half-open: the state's no-probe-0 mark is kept (word.h) */
+    out->lo = circuit__mklo(circuit__code(c.lo), gen, nseq) |
+              (circuit__code(c.lo) == CIRCUIT__ST_HALF_OPEN ? c.lo & CIRCUIT__LO_NO_PROBE0 : 0);
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));

@@ -19,6 +19,10 @@
  *     half-open:
  *       bits 32..62  seq: results appended to the window in this state,
  *                    counted modulo seq_mod (a multiple of window <= 2^31)
+ *       bit   63     no-probe-0: the open -> half-open change was made by
+ *                    a call other than circuit_allow, so slot 0's
+ *                    reservation (probes.c) is no probe; set by that CAS
+ *                    and kept by every CAS within the state
  *     open:
  *       bits 32..62  reopens (B2) of this open period
  *   hi  closed:
@@ -105,6 +109,8 @@ static inline uint64_t circuit__mklo(unsigned code, uint32_t gen, uint32_t f31)
     return (uint64_t)code | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
            ((uint64_t)(f31 & CIRCUIT__F31_MASK) << 32);
 }
+/* half-open lo: slot 0's reservation is no probe (layout above) */
+#define CIRCUIT__LO_NO_PROBE0 (UINT64_C(1) << 63)
 static inline uint32_t circuit__gen_next(uint32_t gen) { return (gen + 1) & (uint32_t)CIRCUIT__GEN_MASK; }
 
 #define CIRCUIT__HI_FAIL_MASK  UINT64_C(0x1ffff)
