@@ -64,14 +64,8 @@ static void set_clear(void)
 }
 
 static const char *argv0;
-static const char *plant_name(void)
-{
-#ifdef CIRCUIT_SCHED_PLANT
-    return CIRCUIT_SCHED_PLANT;
-#else
-    return NULL;
-#endif
-}
+static const char *g_plant; /* --plant: the name printed (the program is the plant) */
+static const char *plant_name(void) { return g_plant; }
 
 /* Runs one scenario under one strategy; returns the number of failed runs
  * (it stops at the first). */
@@ -172,6 +166,8 @@ int main(int argc, char **argv)
             base.max_preemptions = atoi(argv[++i]);
         else if (!strcmp(a, "--schedule") && v)
             schedule = argv[++i];
+        else if (!strcmp(a, "--plant") && v)
+            g_plant = argv[++i];
         else if (!strcmp(a, "--strict-closed-stats"))
             checker_strict_closed_stats = true;
         else if (!strcmp(a, "--expect-fail"))
