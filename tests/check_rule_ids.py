@@ -9,7 +9,7 @@ defines agree (ctest: rule_ids).
      source file under tests/ (test_l3_race.c names L3). A name cites the ids
      among its '_'-separated words: T6_P1_allow_stopped... names T6 and P1.
 
-An id is a family (CFG, TM, OP, AT, S, C, T, P, O, L, B, K, M) and a number,
+An id is a family (CFG, TM, OP, AT, S, C, T, P, O, L, B, K, M, V) and a number,
 standing alone: "SPEC C1", "(T7)", "C1_window_covers...", "O1-O6" (a range
 cites every id in it). Not ids: a compiler flag (-O3), a hex digit run, and
 the few words listed in NOT_IDS.
@@ -38,7 +38,7 @@ NOT_IDS = {
     "C23": "the C standard", "C89": "the C standard",
 }
 
-FAMILY = r"(?:CFG|TM|OP|AT|S|C|T|P|O|L|B|K|M)"
+FAMILY = r"(?:CFG|TM|OP|AT|S|C|T|P|O|L|B|K|M|V)"
 # Before an id: not a letter, digit, '-' (a flag such as -O3) or '.'.
 # '_' is allowed so that ids inside test names are seen (unit_L3_race).
 LEFT = r"(?<![A-Za-z0-9.\-])"

@@ -41,7 +41,10 @@ typedef struct scenario {
     int max_ticks;
     int64_t tick_ns;
     int max_deaths;
-    uint64_t skip_generations;    /* setup: after the script, isolate and move on */
+    uint64_t skip_generations;    /* after `setup`: isolate, move on this many, reset; the
+                                   * model starts there and `setup2` follows */
+    const char *setup2;
+    bool probe_stay;              /* the probe policy keeps probing (reopens on nothing) */
     bool no_model;                /* invariants and liveness only (setups too long to replay) */
 } scenario;
 
