@@ -272,7 +272,7 @@ double scaling_of(const result *r);
 
 /* ---- reporting (report.c) ------------------------------------------------------ */
 
-/* Shared-line read-modify-writes per op (SPEC L8) of the circuit figures,
+/* Shared-line read-modify-writes per op (L8) of the circuit figures,
  * counted by circuit-bench-rmw on the test build of the core (same cases,
  * same failure pattern, fixed ops). */
 typedef struct rmw_figure {

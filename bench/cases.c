@@ -86,7 +86,7 @@ double case_failure_fraction(const case_def *c)
     return c->fail_every ? 1.0 / (double)c->fail_every : 0.0;
 }
 
-/* ---- policies and callbacks (pure, as SPEC L4 asks) ---------------------------- */
+/* ---- policies and callbacks (pure, as L4 asks) ---------------------------- */
 
 static bool trip_on_failures(void *arg, const circuit_counts *c)
 {

@@ -1,5 +1,5 @@
 /*
- * circuit-bench-memory: bytes per breaker (SPEC L5), the memory table of
+ * circuit-bench-memory: bytes per breaker (L5), the memory table of
  * circuit-bench (which runs this program unless --no-memory).
  *
  * SPDX-License-Identifier: MIT
@@ -12,7 +12,7 @@
  * probes) it reports
  *   - the breaker's footprint as the core counts it (circuit_test_footprint);
  *   - the per-CPU area (CIRCUIT_FOOTPRINT_PER_CPU: 16 bytes per CPU in the
- *     per-CPU arena, SPEC L5 as amended in 0.3), stated apart; the heap
+ *     per-CPU arena, L5), stated apart; the heap
  *     bytes include a whole arena chunk (8 breakers' units) for one breaker;
  *   - what the allocator saw circuit_new take and circuit_free give back
  *     (tests/alloc_count.c, --wrap form: the bytes are malloc_usable_size);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     printf("\n## Memory per breaker\n\n");
     printf("Footprint: what the core allocates for one breaker (circuit_test_footprint). "
            "Per-CPU area: %d bytes per CPU x %ld CPUs (sysconf(_SC_NPROCESSORS_CONF)), "
-           "stated apart (SPEC L5). Heap: the blocks circuit_new / cmodel_new took, as the "
+           "stated apart (L5). Heap: the blocks circuit_new / cmodel_new took, as the "
            "allocator saw them (%s; bytes are malloc_usable_size).\n\n",
            PER_CPU_BYTES, cpus, alloc_count_scope());
     printf("| variant | window | probes | footprint bytes | per-CPU area bytes | heap bytes "

@@ -28,7 +28,7 @@
  *   shared_rmws_per_op, shared_rmws_per_failure (when failures)
  *                                              circuit, closed_success and closed_mixed_*
  *                                              at 1 and 2 threads: shared-line RMWs
- *                                              (SPEC L8) counted by circuit-bench-rmw on
+ *                                              (L8) counted by circuit-bench-rmw on
  *                                              the test build, same case and pattern
  * bench/check_bench_json.py checks them (the bench-smoke test).
  */
@@ -119,7 +119,7 @@ void print_header(FILE *f, const options *o)
                    "ns/op) / no_breaker ns/op, rep by rep\n", o->work_ns, work_ticks);
     fprintf(f, "- closed_mixed_<F>pct: each result fails with probability F %% (seeded "
                "pseudo-random per thread: geometric gaps, not a fixed period); the trip policy "
-               "never trips; shared-line RMWs per op (SPEC L8) counted by circuit-bench-rmw on the "
+               "never trips; shared-line RMWs per op (L8) counted by circuit-bench-rmw on the "
                "test build of the core, same cases and pattern, 10^6 ops per thread\n");
     fprintf(f, "- heap allocations counted over %s\n", alloc_count_scope());
     fprintf(f, "- the machine may be shared and noisy: read medians, and the min-max spread "

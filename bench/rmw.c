@@ -1,5 +1,5 @@
 /*
- * circuit-bench-rmw: shared-line read-modify-writes per op (SPEC L8) of
+ * circuit-bench-rmw: shared-line read-modify-writes per op (L8) of
  * circuit-bench's closed cases, the RMW columns of its report and the
  * shared_rmws_* fields of its JSON (circuit-bench runs this program unless
  * --no-rmw).

@@ -4,7 +4,7 @@
  *
  * SPDX-License-Identifier: MIT
  *
- * Rule ids cited here and in the tests ("SPEC C1", "T7", "L1-L7") are
+ * Rule ids cited here and in the tests ("C1", "T7", "L1-L7") are
  * defined in docs/CONTRACT.md.
  *
  * One breaker guards ONE dependency (an upstream host, a service) inside ONE
@@ -63,7 +63,7 @@
  *   another CPU's allow or done writes; a failure is counted at an exact
  *   point: it reads those counters (without writing them), so the trip
  *   policy sees exact counts, and a transition out of closed seals them
- *   first (SPEC L6 as amended in 0.3, L8). Probe results (half-open) are
+ *   first (L6, L8). Probe results (half-open) are
  *   counted on the shared state word: probes are few by design.
  *   circuit_new and circuit_free are not thread-safe with respect to the
  *   breaker they create or destroy.
@@ -128,7 +128,7 @@ extern "C" {
 #define CIRCUIT_TRANSITION_POOL 4
 
 /** Upper bound, in bytes, of the memory circuit_new allocates for one
- *  breaker (SPEC L5 as amended in 0.3): a fixed part (the breaker and its
+ *  breaker (L5): a fixed part (the breaker and its
  *  transition pool), 8 bytes per window slot (none when window is 1) plus,
  *  for a window over 64, 16 bytes per 64 slots (the closed window's failure
  *  bitmap; up to 64 slots it sits in the fixed part), 16 bytes per probe
@@ -166,7 +166,7 @@ typedef enum circuit_state {
     CIRCUIT_CLOSED = 1,
     CIRCUIT_OPEN = 2,
     CIRCUIT_HALF_OPEN = 3,
-    CIRCUIT_ISOLATED = 4  /**< held open by circuit_isolate until circuit_reset (SPEC OP1) */
+    CIRCUIT_ISOLATED = 4  /**< held open by circuit_isolate until circuit_reset (OP1) */
 } circuit_state;
 
 /** Why a transition was made. */
@@ -215,8 +215,8 @@ typedef struct circuit_counts {
  *  the breaker. */
 typedef struct circuit_policy {
     /** Asked while closed after each counted failure, with exact counts
-     *  that include it (SPEC C1, C2); true opens the breaker. Never asked
-     *  after a success (SPEC S2 as amended in 0.3): a success cannot open the
+     *  that include it (C1, C2); true opens the breaker. Never asked
+     *  after a success (S2): a success cannot open the
      *  breaker, which is what lets every closed success count on a per-CPU
      *  line. So a policy that would open on a success (e.g. "open after N
      *  results", or a failure rate whose minimum number of results is
@@ -234,7 +234,7 @@ typedef struct circuit_policy {
      *  NUL-terminated complaint (no trailing newline) into errbuf (errbuf_len
      *  bytes, never NULL, at least 1); circuit_new then fails with EINVAL and
      *  its message names every invalid config field followed by the policy's
-     *  complaint (SPEC K1). Any other return value aborts. */
+     *  complaint (K1). Any other return value aborts. */
     int (*check)(void *arg, const circuit_config *cfg, char *errbuf, size_t errbuf_len);
 } circuit_policy;
 
@@ -247,7 +247,7 @@ typedef struct circuit_transition {
                                     all zero for open -> half-open */
     circuit_cause  cause;      /**< policy, timer (open -> half-open) or operator */
     int64_t        open_for_ns; /**< the open period chosen when to == CIRCUIT_OPEN
-                                     (SPEC B1), ns; 0 otherwise */
+                                     (B1), ns; 0 otherwise */
 } circuit_transition;
 
 /** What an open-period function is told when the breaker opens. */
@@ -266,7 +266,7 @@ typedef struct circuit_open_info {
  *  else aborts). Called without any lock, possibly on several threads at
  *  once and more than once for one transition (only the answer of the CAS
  *  that wins takes effect): it must be a pure function of *info and *arg
- *  (SPEC B3), and must not call the breaker. */
+ *  (B3), and must not call the breaker. */
 typedef int64_t (*circuit_open_for_fn)(void *arg, const circuit_open_info *info);
 
 /** Maps the caller's result code to an outcome. Called by circuit_done on the
@@ -309,7 +309,7 @@ typedef struct circuit_spec {
      *  numbered and counted (circuit_stats.transitions) exactly as with one;
      *  only the call is skipped. */
     circuit_observe_fn  observe;   void *observe_arg;
-    /** Optional: the length of each open period (SPEC B1-B3). NULL: every
+    /** Optional: the length of each open period (B1-B3). NULL: every
      *  open period is config.open_for_ns. */
     circuit_open_for_fn open_for;  void *open_for_arg;
     /** Given to open_for as circuit_open_info.salt, so that breakers sharing
@@ -368,8 +368,7 @@ typedef struct circuit_breaker circuit_breaker;
  *  bound). Policy transitions pass through an open period (open_for_ns),
  *  so with open_for_ns >= 1 ms that is days of continuous flapping; but
  *  operator transitions have no period: a loop of circuit_isolate +
- *  circuit_reset at full speed reaches 2^30 in minutes (an adversarial
- *  review measured under 9 minutes). Likewise a thread stopped inside
+ *  circuit_reset at full speed reaches 2^30 in under 10 minutes. Likewise a thread stopped inside
  *  circuit_done of a closed success (before its per-CPU count) while 2^27
  *  closed epochs end (each trip, isolate or reset ends one) may count its
  *  success into the closed state that reuses its epoch id. A thread
@@ -453,7 +452,7 @@ CIRCUIT_API void circuit_free(circuit_breaker *b);
  * half-open at exactly opened_at + the open period, probe timeouts), then
  * decides. While closed it reads no clock. The call that makes open ->
  * half-open is always admitted, as the first probe of that half-open state,
- * in the same atomic step as the transition (SPEC S3): even when another
+ * in the same atomic step as the transition (S3): even when another
  * thread's result or the operator moves the breaker on before it returns
  * (its result is then late, T6).
  *
@@ -520,7 +519,7 @@ CIRCUIT_API bool circuit_done(circuit_ticket *t, int result);
  * and circuit_release may race on two threads: exactly one settles it and
  * the slot is freed exactly once; if release wins, the done call aborts as
  * "already settled by release". A ticket admitted while closed is settled
- * without such arbitration (no locked instruction on the hot path, SPEC T5): settling it from two threads at once is a caller bug whose
+ * without such arbitration (no locked instruction on the hot path, T5): settling it from two threads at once is a caller bug whose
  * outcome is undefined; done-after-release and done-after-done on one thread
  * still abort.
  * Thread-safe, lock-free, allocation-free.
@@ -543,7 +542,7 @@ CIRCUIT_API circuit_state circuit_get_state(const circuit_breaker *b);
  * circuit_get_stats - a snapshot for a dashboard or a /metrics endpoint.
  * @b:   the breaker.
  * @out: receives the snapshot (caller-owned).
- * A pure read (SPEC M1): takes no lock, calls no callback, writes no memory
+ * A pure read (M1): takes no lock, calls no callback, writes no memory
  * another thread reads, and does not seal the per-CPU counters (L6). Under
  * concurrency each field is a value it held during the call (the totals are
  * not one atomic snapshot; state, generation and counts describe one moment
@@ -671,7 +670,7 @@ CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
  * the caller with -fexceptions (C) — the library itself is built so. After
  * circuit_done has settled the ticket, the release does nothing. A guard that
  * fires between allow and done frees the probe slot at once and counts
- * nothing (SPEC P3).
+ * nothing (P3).
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define CIRCUIT_TICKET_GUARD(name)                                       \

@@ -14,7 +14,7 @@
  *   Both behave the same way while half-open: any failed probe reopens, a
  *   run of M probe successes closes, and a probe timeout keeps probing.
  *
- * One open-period function (SPEC B1-B3)
+ * One open-period function (B1-B3)
  *   circuit_backoff_exponential  each reopen doubles the open period, from a
  *                         base to a cap, with a jitter that is a fixed
  *                         function of (your seed, the breaker's salt, the
@@ -40,7 +40,7 @@
  *         .observe  = log_transition,
  *     };
  *
- * Thread-safety (SPEC L4, B3)
+ * Thread-safety (L4, B3)
  *   The breaker asks its policy (and its open_for function) without any lock, from whichever thread
  *   counts a result or notices a probe timeout, possibly from several threads
  *   at once and possibly more than once for one result. Every trip and probe
@@ -57,13 +57,13 @@
  *
  * What a probe timeout does, and why
  *   A probe that holds its slot longer than probe_timeout_ns is timed out by
- *   the core (SPEC P1): its slot is freed, counts.timed_out grows by one, and
+ *   the core (P1): its slot is freed, counts.timed_out grows by one, and
  *   the probe policy is asked. Both preset policies answer
  *   CIRCUIT_HALF_OPEN ("keep probing") to a timeout, whatever timed_out
  *   says, so the freed slot goes to the next call. A timeout is not evidence
  *   that the dependency failed: the ticket may have been lost by the caller,
  *   or the dependency may be slow but healthy, and the probe's result still
- *   counts if it arrives before the state changes (SPEC P2). Reopening on a
+ *   counts if it arrives before the state changes (P2). Reopening on a
  *   timeout would keep a slow but healthy dependency cut off for good.
  *   A dependency that hangs is caught by the call's own deadline instead:
  *   give every call a deadline shorter than probe_timeout_ns and report its
@@ -75,7 +75,7 @@
  *   1. The caller gave up: its client went away, the request was aborted, the
  *      process is shutting down. This says nothing about the dependency.
  *      Report -ECANCELED: both classifiers return CIRCUIT_IGNORED (not
- *      counted, frees the probe slot, SPEC C5).
+ *      counted, frees the probe slot, C5).
  *   2. The caller's own deadline ran out while it waited for the dependency:
  *      the per-request timeout of a proxy, an HTTP client's total timeout, a
  *      gRPC per-call deadline, or a deadline inherited from an inbound
@@ -97,14 +97,14 @@
  *   errno itself is not set). Nothing is defaulted, rounded or clamped. On
  *   EINVAL the struct is zeroed, and errbuf receives ONE NUL-terminated
  *   message naming every invalid argument with the value given and its
- *   bound, in the manner of circuit_new (SPEC CFG2), for example
+ *   bound, in the manner of circuit_new (CFG2), for example
  *     invalid circuit_failure_rate: min_results = 0 (must be 1..100, the
  *     config's window); ratio = 1.5 (must be in (0, 1]); successes = 0
  *     (must be 1..2147483647)
  *   (one line), truncated to errbuf_len - 1 bytes. On success errbuf holds
  *   an empty string. errbuf may be NULL; errbuf_len 0 writes nothing.
  *   Programming errors abort with one line on stderr starting with
- *   "libcircuit: " (SPEC CFG4): see "Aborts" per function.
+ *   "libcircuit: " (CFG4): see "Aborts" per function.
  */
 #ifndef CIRCUIT_PRESETS_H
 #define CIRCUIT_PRESETS_H
@@ -125,7 +125,7 @@ extern "C" {
  * Closed: trips as soon as counts.consecutive_failures >= failures, i.e. on
  *   the failures-th failure in a row. A success ends the run (so N failures
  *   in total, spread between successes, never trip); an ignored result
- *   neither extends nor ends it (SPEC C5). The window is not looked at, so
+ *   neither extends nor ends it (C5). The window is not looked at, so
  *   config.window may be anything valid.
  * Half-open: any failed probe reopens the breaker for a fresh open_for_ns;
  *   the breaker closes once counts.consecutive_successes >= successes; a
@@ -181,11 +181,11 @@ CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive 
  * circuit_failure_rate - parameters of the "share of failures" policy.
  *
  * Closed: let results = counts.successes + counts.failures, the results in
- *   the window (the latest config.window counted results, SPEC C1; ignored
+ *   the window (the latest config.window counted results, C1; ignored
  *   results are not results). The breaker trips when
  *       results >= min_results  and  failures >= ratio * results
  *   after each counted failure (the core asks trip after failures only,
- *   SPEC S2 as amended in 0.3). So when min_results is reached by a
+ *   S2). So when min_results is reached by a
  *   success, the breaker trips at the next failure if the rate still holds
  *   then: with min_results 4 and ratio 0.5, failure, failure, failure,
  *   success stays closed (4 results, but the 4th is a success), and one
@@ -215,7 +215,7 @@ CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive 
  *   `successes` probe successes closes, a probe timeout keeps probing. The
  *   ratio is not used while half-open.
  *
- * The window (SPEC K1): the policy has a `check`, so circuit_new refuses a
+ * The window (K1): the policy has a `check`, so circuit_new refuses a
  *   breaker whose config.window is smaller than min_results (such a window
  *   never holds min_results results, and the breaker would never trip). It
  *   returns EINVAL with CFG2's single message, which ends with the clause
@@ -244,7 +244,7 @@ typedef struct circuit_failure_rate {
  *               window could never be reached). Not retained. With NULL,
  *               min_results is checked against 1..CIRCUIT_MAX_COUNT here and
  *               against each breaker's window when circuit_new builds it
- *               (the policy's check, SPEC K1).
+ *               (the policy's check, K1).
  * @min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
  * @ratio:       in (0, 1]; NaN is invalid.
  * @successes:   1..CIRCUIT_RUN_MAX.
@@ -269,7 +269,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
  *     breaker built with the policy exists.
  *
  * The returned trip and probe functions are pure (see "Thread-safety"). The
- * returned check (SPEC K1) makes circuit_new fail with EINVAL, naming
+ * returned check (K1) makes circuit_new fail with EINVAL, naming
  * min_results and the window, when config.window < p->min_results; it
  * accepts every other config (circuit_new itself reports a window outside
  * 1..CIRCUIT_MAX_COUNT).
@@ -281,7 +281,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
 CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rate *p);
 
 /* ------------------------------------------------------------------------ */
-/* Exponential open periods (circuit_open_for_fn, SPEC B1-B3)               */
+/* Exponential open periods (circuit_open_for_fn, B1-B3)               */
 /* ------------------------------------------------------------------------ */
 
 /**
@@ -289,7 +289,7 @@ CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rat
  * from base_ns to cap_ns, shortened by a deterministic jitter.
  *
  * When the breaker opens, the core asks circuit_backoff_exponential_open_for
- * with a circuit_open_info (SPEC B1, B2). The period, in ns, is
+ * with a circuit_open_info (B1, B2). The period, in ns, is
  *
  *     p      = min(cap_ns, base_ns * 2^reopens)
  *     key    = splitmix64(seed, salt)
@@ -320,7 +320,7 @@ CIRCUIT_API circuit_policy circuit_failure_rate_policy(const circuit_failure_rat
  * (give each a different one: a pid, a host id). A test that knows the seed
  * and the salt (set circuit_spec.salt, or read circuit_get_salt) predicts
  * every period. The same seed, salt, generation and reopens always give the
- * same period (SPEC B3: the core may ask more than once for one
+ * same period (B3: the core may ask more than once for one
  * transition). A period is never below 1 ns.
  *
  * Example: 1 s, 2 s, 4 s, ... up to 60 s, each cut by up to 20%.
@@ -368,7 +368,7 @@ CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
  * @arg:  a const circuit_backoff_exponential * filled by _init.
  * @info: what the core says about the open state being entered.
  *
- * Returns the period of the formula above, >= 1. Pure (SPEC B3): reads only
+ * Returns the period of the formula above, >= 1. Pure (B3): reads only
  * *arg and *info, writes nothing, takes no lock; safe on any number of
  * threads at once. Also callable directly, to log or test the schedule.
  * Aborts: @arg or @info is NULL, or *arg holds values _init would reject.

@@ -88,7 +88,7 @@
  *   circuit_transitions_total             transitions made [transitions]
  *
  *   Calls in flight: in a quiescent breaker, admitted = sum of results +
- *   late + released + calls still in flight (SPEC M1's identity), so
+ *   late + released + calls still in flight (M1's identity), so
  *     circuit_calls_admitted_total - on(breaker) sum by(breaker)(circuit_results_total)
  *       - circuit_results_late_total - circuit_tickets_released_total
  *   is the calls in flight. Under concurrency the fields are not one atomic

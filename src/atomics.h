@@ -1,5 +1,5 @@
 /*
- * The one atomics vocabulary of the core (SPEC L7). Every shared access in
+ * The one atomics vocabulary of the core (L7). Every shared access in
  * src/ goes through these functions, and each name carries its C11 memory
  * order: _rlx (relaxed), _acq (acquire), _rel (release), _acq_rel, _sc
  * (sequentially consistent). Each call site says in one line why that order

@@ -1,7 +1,7 @@
 /*
  * The breaker's public calls, top floor of the core: construction, the life
  * of a ticket (admission by circuit_allow, settling by circuit_done /
- * circuit_release, the checks of SPEC CFG4 and T4), the operator calls
+ * circuit_release, the checks of CFG4 and T4), the operator calls
  * (isolate, reset) and the pure read (circuit_get_state). Each reads top
  * down: it checks its arguments, asks probes.c for the time-driven changes
  * and a probe slot, counting.c to count, transition.c to change state, and
@@ -10,7 +10,7 @@
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the closed
  * mirror (word.h), filling the ticket and one per-CPU total; a success
- * (whatever the window holds, SPEC L6 as amended in 0.3) is classify, one
+ * (whatever the window holds, L6) is classify, one
  * 8-byte load of the mirror and one CAS of this CPU's own cell
  * (counting.c): no line another CPU writes, and none a failure writes.
  * Neither reads the clock. Open: allow is a load of the mirror (shut) and
@@ -27,7 +27,7 @@
 #include "probes.h"
 #include "transition.h"
 
-/* ---- argument checks (SPEC CFG4) ---------------------------------------- */
+/* ---- argument checks (CFG4) ---------------------------------------- */
 
 static inline circuit__ticket *tk_of(circuit_ticket *t, const char *fn)
 {
@@ -118,7 +118,7 @@ static void check_spec(circuit_breaker **out, const circuit_spec *spec)
         circuit__abort("circuit_new: policy.probe is NULL");
     if (!spec->classify)
         circuit__abort("circuit_new: classify is NULL");
-    /* observe may be NULL (CFG4 as amended in 0.3): no observer */
+    /* observe may be NULL (CFG4): no observer */
 }
 
 /* The breaker and its arrays in ONE block, zeroed, carved in this order:
@@ -466,7 +466,7 @@ void circuit_release(circuit_ticket *t)
 extern __typeof__(circuit_release) circuit_ticket_guard_release
     __attribute__((alias("circuit_release")));
 
-/* ---- operator control (SPEC OP1-OP3) ------------------------------------------ */
+/* ---- operator control (OP1-OP3) ------------------------------------------ */
 
 /* Makes the operator's transition to `to` unless the breaker is already in
  * `already`; first the time-driven changes that fell due, as allow would. */
@@ -484,14 +484,14 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
 #if !defined(CIRCUIT_PLANT_OPERATOR_STALE_CLOCK)
             now = circuit__now();
 #else
-            /* PLANTED BUG (tests/sched/PLANTS.md, undone by 1c762ed): every
+            /* PLANTED BUG (tests/sched/PLANTS.md): every
              * try is judged by the first clock read */
 #endif
             c = circuit__advance(b, now, call_ctx, NULL);
         }
         unsigned code = circuit__code(c.lo);
 #if defined(CIRCUIT_PLANT_RESET_INTENT_EALREADY)
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 7a536d2): a closed
+        /* PLANTED BUG (tests/sched/PLANTS.md): a closed
          * word with a trip's intent answers a reset EALREADY (OP2) */
         if (code == already) {
             rc = EALREADY;

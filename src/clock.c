@@ -1,7 +1,7 @@
 /*
- * The clock: CLOCK_MONOTONIC in nanoseconds (SPEC TM1). The test build
+ * The clock: CLOCK_MONOTONIC in nanoseconds (TM1). The test build
  * (CIRCUIT_TESTING) reads a settable clock instead, unless told to use the
- * real one (SPEC TM3); the installed library has no clock parameter.
+ * real one (TM3); the installed library has no clock parameter.
  */
 #include <time.h>
 

@@ -1,5 +1,5 @@
 /*
- * Counting: the result -> counts step (SPEC C1-C5, S2, P1, L6, L8). A counted
+ * Counting: the result -> counts step (C1-C5, S2, P1, L6, L8). A counted
  * success or failure, or a probe timeout, becomes the new counts of the
  * current state, and the policy asked with them decides whether the state
  * changes (through transition.c). Below it: the per-CPU lines (percpu.c)
@@ -35,7 +35,7 @@
 #endif
 
 /*
- * CLOSED: counting while closed (docs/CONTRACT.md S2 and L6 as amended in 0.3, L8,
+ * CLOSED: counting while closed (docs/CONTRACT.md S2 and L6, L8,
  * C1, C2, C4, T2, M1): successes never share a cache line; a failure makes
  * the counts exact by reading the per-CPU cells, without sealing them.
  *
@@ -83,7 +83,7 @@
  *      bits set at the n ring indices the new positions take, counted a
  *      64-bit word at a time: at most window / 64 + 2 words, however many
  *      successes came before, and none once n >= window (all leave);
- *   4. ask trip(C') (S2 as amended: only after a failure, exact counts
+ *   4. ask trip(C') (S2: only after a failure, exact counts
  *      including it);
  *   5. no trip: ONE CAS of the word to {k + 1, X, S}; then write D_{k+1}
  *      and then U(k + 1) (after the CAS, in that order; anyone may).
@@ -439,8 +439,7 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
             /* acquire: the caller validates the word after these reads */
             circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j));
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
-            /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd and
-             * the bitmap's tags): a reader (virt) counts the bits of a
+            /* PLANTED BUG (tests/sched/PLANTS.md): a reader (virt) counts the bits of a
              * window a later point moved, as the ring's readers did */
             if (!virt && circuit__tag_before(k, (uint32_t)x.lo))
                 return false;
@@ -841,7 +840,7 @@ static void ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u128 wi)
 {
 #if defined(CIRCUIT_PLANT_INTENT_CALL_CTX)
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 7394cf4): one record
+    /* PLANTED BUG (tests/sched/PLANTS.md): one record
      * shared by trip and isolate makers (O6) */
     (void)wi;
     return (circuit__u128 *)(uintptr_t)&b->intent_ctx[0];
@@ -872,7 +871,7 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
         if (x.hi != 0 && (int32_t)((uint32_t)x.hi - circuit__ck(wi.hi)) > 0)
             return;
 #else
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 34e39e5): a stale
+        /* PLANTED BUG (tests/sched/PLANTS.md): a stale
          * maker replaces a later point's record (O6) */
 #endif
         /* sc: an older or same-point record may be replaced; the intent
@@ -927,7 +926,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
         /* read here, not earlier: the trip is made now (S4), whatever the
          * caller read before it lost CASes to other points */
 #if defined(CIRCUIT_PLANT_PROBE_STALE_CLOCK)
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 1c762ed): a lost
+        /* PLANTED BUG (tests/sched/PLANTS.md): a lost
          * counting CAS keeps its clock read, and a trip uses the caller's
          * (S4: a reopen or trip dated at a stale reading) */
         if (!*have_now)
@@ -1180,23 +1179,20 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
  * exact point. Deriving them reads the bitmap (evictions), which the
  * exact points AFTER w's rewrite: a reader whose word was overtaken while
  * it read could miss an eviction and report more failures than the window
- * holds (found by unit_m1_stats_bounded in a release build: failures 17 in
- * a window of 16). So the reads are validated: they are a value the window
+ * holds (failures 17 in a window of 16). So the reads are validated: they are a value the window
  * held when the word is still at w's point (same generation and point k)
  * after them (acquire, in this order; a point's bitmap writes come after its
  * word CAS). Otherwise the newer word is taken, without the cells (they
  * were read for the older point), for as long as the word moves: only an
  * exact point (a failure, a fold, an intent) moves it, never a success, so
- * each new try follows another thread's progress (lock-free; 0.3's first
- * cut stopped after 8 tries and reported zero counts, or a derivation
- * mixing two points, which no moment of the breaker held: found by an
- * adversarial review, M1). When the newer word is no longer
+ * each new try follows another thread's progress (lock-free; giving up
+ * after a few tries would report counts no moment held, M1). When the
+ * newer word is no longer
  * closed (an isolate or a trip ended the state while the reader read), the
  * reads are NOT valid either: the counts reported are that word's own, and
  * so is the word returned, whose state and generation the caller reports
- * (found by an adversarial review: window 2, isolate/reset racing 50 %
- * failures, a closed snapshot of successes 0, failures 2, a run of 1
- * success). Returns the word the counts belong to. */
+ * (else a closed snapshot could mix points: successes 0, failures 2, a run
+ * of 1 success). Returns the word the counts belong to. */
 
 circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
                                         const uint64_t *cells, circuit_counts *out)
@@ -1211,7 +1207,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
             circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
             if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
-                /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd):
+                /* PLANTED BUG (tests/sched/PLANTS.md):
                  * zero counts reported with the old closed word (M1) */
                 *out = (circuit_counts){0, 0, 0, 0, 0};
                 return w;
@@ -1245,7 +1241,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         if (fresh && word_at(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
             break;
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by e7975fd): a word no
+        /* PLANTED BUG (tests/sched/PLANTS.md): a word no
          * longer closed ends the validation, and the derivation from a
          * window that moved is reported with the old closed word (M1) */
         if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED)

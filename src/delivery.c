@@ -1,5 +1,5 @@
 /*
- * Transition delivery (SPEC O1-O6, T7).
+ * Transition delivery (O1-O6, T7).
  *
  * PUBLISHING: the thread whose CAS made a transition takes a record from the
  * breaker's pool (a free mask over CIRCUIT_TRANSITION_POOL records,
@@ -82,7 +82,7 @@ static circuit__node *node_get(circuit_breaker *b)
             return &b->pool[i];
     }
     /* More transitions pending than the pool holds: the only allocation on
-     * the call paths (SPEC T7). */
+     * the call paths (T7). */
     circuit__node *n = malloc(sizeof *n);
     if (!n)
         circuit__abort("out of memory while publishing a transition (more than %d pending)",
@@ -187,7 +187,7 @@ void circuit__deliver(circuit_breaker *b)
                 circuit__faa_rlx(&b->pending, (uint64_t)-1); /* relaxed: a hint */
                 g.current = n;
                 circuit_transition tr = n->tr;
-                if (b->observe) { /* NULL: no observer (CFG4 as amended in 0.3) */
+                if (b->observe) { /* NULL: no observer (CFG4) */
                     CIRCUIT__CB_FRAME(frame, b, "observe");
                     b->observe(b->observe_arg, n->call_ctx, &tr);
                 }

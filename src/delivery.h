@@ -1,5 +1,5 @@
 /*
- * Transition delivery (delivery.c, SPEC O1-O6, T7): records published by the
+ * Transition delivery (delivery.c, O1-O6, T7): records published by the
  * maker of a transition, handed to `observe` in generation order by one
  * thread at a time. Stands on internal.h alone: it knows the records, not
  * the state word.

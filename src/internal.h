@@ -68,7 +68,7 @@ typedef struct circuit__node {
 } circuit__node;
 
 /* ---- the per-CPU part (percpu.c) ------------------------------------------ */
-/* 16 bytes per CPU per breaker (docs/CONTRACT.md L5 as amended in 0.3), a
+/* 16 bytes per CPU per breaker (docs/CONTRACT.md L5), a
  * unit of the process-wide per-CPU arena (percpu.c, THE ARENA): the closed
  * success cell (counting.c) and the packed totals of M1 that are counted on
  * paths that write no shared line (percpu.h, THE PACKED TOTALS). A CPU's
@@ -80,7 +80,7 @@ typedef struct circuit__pcpu {
 } circuit__pcpu;
 _Static_assert(sizeof(circuit__pcpu) == 16, "16 bytes per CPU (L5)");
 
-/* The totals of SPEC M1 counted per CPU (fields of circuit__pcpu.tot), and
+/* The totals of M1 counted per CPU (fields of circuit__pcpu.tot), and
  * the one counted on a shared line (successes of the shared paths: probes,
  * and closed successes while an intent shuts the fast path). */
 enum circuit__total {

@@ -1,7 +1,7 @@
 /*
  * The per-CPU part (percpu.c): 16 bytes per CPU per breaker (docs/CONTRACT.md
- * L5 as amended in 0.3), units of a process-wide per-CPU arena, holding the
- * closed success cell (L6 as amended in 0.3; its protocol is counting.c's)
+ * L5), units of a process-wide per-CPU arena, holding the
+ * closed success cell (L6; its protocol is counting.c's)
  * and the packed totals of M1 counted on paths that write no shared line.
  *
  * LAYER INTERFACE (the lower floor of counting; counting.h is the upper):
@@ -185,7 +185,7 @@ static inline uint64_t circuit__tot_parity(uint64_t word, enum circuit__total t)
 void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t);
 void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t);
 
-/* Adds one to a total of SPEC M1: a packed field of this CPU's unit, or,
+/* Adds one to a total of M1: a packed field of this CPU's unit, or,
  * for the successes of shared paths, the shared total. */
 static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
 {

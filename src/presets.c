@@ -5,7 +5,7 @@
  *
  * Built only on the public API: nothing in the core includes this file's
  * header or calls into it. Every trip, probe and classify function here is a
- * pure function of its arguments (SPEC L4): no state, no writes, no lock, no
+ * pure function of its arguments (L4): no state, no writes, no lock, no
  * allocation, so the core may call them from any number of threads at once.
  */
 #include "circuit_presets.h"
@@ -98,7 +98,7 @@ circuit_policy circuit_consecutive_policy(const circuit_consecutive *p)
     circuit_policy pol = {
         .trip = consecutive_trip,
         .probe = consecutive_probe,
-        /* The functions only read through arg (SPEC L4). */
+        /* The functions only read through arg (L4). */
         .arg = (void *)(uintptr_t)p,
     };
     return pol;
@@ -209,7 +209,7 @@ circuit_policy circuit_failure_rate_policy(const circuit_failure_rate *p)
     return pol;
 }
 
-/* ---- exponential open periods (SPEC B1-B3) ---------------------------- */
+/* ---- exponential open periods (B1-B3) ---------------------------- */
 
 static bool jitter_ok(double jitter)
 {
@@ -263,7 +263,7 @@ int64_t circuit_backoff_exponential_open_for(void *arg, const circuit_open_info 
         int64_t cut = (int64_t)((double)period * p->jitter * u);
         period -= cut;
     }
-    return period >= 1 ? period : 1; /* never <= 0 (SPEC B1); jitter < 1 keeps it so anyway */
+    return period >= 1 ? period : 1; /* never <= 0 (B1); jitter < 1 keeps it so anyway */
 }
 
 int circuit_backoff_exponential_init(circuit_backoff_exponential *p, int64_t base_ns,
@@ -311,7 +311,7 @@ void circuit_backoff_exponential_use(circuit_spec *spec, const circuit_backoff_e
                       "*p holds invalid values (fill it with circuit_backoff_exponential_init "
                       "and check that it returned 0)");
     spec->open_for = circuit_backoff_exponential_open_for;
-    spec->open_for_arg = (void *)(uintptr_t)p; /* only read (SPEC B3) */
+    spec->open_for_arg = (void *)(uintptr_t)p; /* only read (B3) */
 }
 
 /* ---- classifiers -------------------------------------------------------- */

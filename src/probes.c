@@ -73,7 +73,7 @@
  * scan that takes a taken slot for counted); tests/test_p1_stopped_scanner.c
  * stops a thread at each step (CIRCUIT_TP_TIMEOUT_*).
  *
- * SLOT 0 AND OPEN -> HALF-OPEN (S3; P1 and S4 as amended in 0.4). Only
+ * SLOT 0 AND OPEN -> HALF-OPEN (S3; P1 and S4). Only
  * circuit_allow admits a probe. Every call that tries the change reserves
  * slot 0 first (slot0_reserve: its record busy, marked SLOT_RESERVED in its
  * due half, its bit set), and the transition's CAS itself says what the
@@ -210,7 +210,7 @@ static void bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
  * its record busy with a due time (marked SLOT_RESERVED), its bit set, and
  * the timeout hint no later than that due time. The CAS decides what it is:
  * an allow's CAS makes it that allow's probe slot, so the call that makes
- * the transition is admitted even when others race for the slots (SPEC S3),
+ * the transition is admitted even when others race for the slots (S3),
  * and a winner stopped right after its CAS still has a probe that times out
  * (P1); any other call's CAS marks the word CIRCUIT__LO_NO_PROBE0 and the
  * reservation is no probe (SLOT 0 above). Losers never touch it again. Everything is written only while the
@@ -231,7 +231,7 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
     int64_t fresh_due = circuit__sat_add((int64_t)open_end, b->cfg.probe_timeout_ns);
     for (;;) {
 #if defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): an old
+        /* PLANTED BUG (tests/sched/PLANTS.md): an old
          * busy record under gen's tag is taken for the reservation */
         (void)fresh_due;
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
@@ -261,7 +261,7 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
          * transitions ago, its slot 0 freed): no bit of gen but this one is
          * set before the transition CAS, so the word becomes {gen, 1} */
 #if defined(CIRCUIT_PLANT_SLOT0_BIT)
-        /* PLANTED BUG (tests/sched/PLANTS.md, undone by 8181668): gen's tag
+        /* PLANTED BUG (tests/sched/PLANTS.md): gen's tag
          * with bit 0 clear is taken for the reservation's bit */
         if (bm_gen(w) == gen)
             return true;
@@ -306,11 +306,11 @@ static bool halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
     if (!circuit__halfopen_window_start(b, gen, open_lo))
         return false;
 #else
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): the window's
+    /* PLANTED BUG (tests/sched/PLANTS.md): the window's
      * failure records under gen's tag are left in place */
 #endif
 #if defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by a136997): busy slot
+    /* PLANTED BUG (tests/sched/PLANTS.md): busy slot
      * records and bitmap bits under gen's tag are left in place */
     return true;
 #endif
@@ -577,7 +577,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     circuit__u128 *s = &b->slots[k.slot];
     uint64_t tag = slot_tag(k.gen, k.reuse), taken = tag | SLOT_TAKEN;
 #if defined(CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT)
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by d9bd2d1/654da56): 0.2's
+    /* PLANTED BUG (tests/sched/PLANTS.md): 0.2's
      * scan frees the due probe's slot (record and bit) and counts the
      * timeout after, dropped if the generation moved in between (P1) */
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */

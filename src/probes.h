@@ -1,5 +1,5 @@
 /*
- * Probes and time (probes.c, SPEC S3, P1-P3, T5, T6): the half-open state's
+ * Probes and time (probes.c, S3, P1-P3, T5, T6): the half-open state's
  * probe slots and their timeouts, and the time-driven change open ->
  * half-open. Above counting (a timeout is counted there) and transitions;
  * below the public calls.
@@ -37,7 +37,7 @@ typedef struct circuit__slot0 {
 /* The time-driven changes due by `now` (open -> half-open, probe timeouts,
  * each as of its due time), then the word. `slot0` may be NULL (done,
  * isolate, reset): an open -> half-open change made then admits no probe
- * (SPEC P1, S4 as amended in 0.4: slot 0's reservation is no probe). */
+ * (P1, S4: slot 0's reservation is no probe). */
 circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0);
 

@@ -1,5 +1,5 @@
 /*
- * circuit_get_stats (SPEC M1): a pure read. It takes no lock, calls no
+ * circuit_get_stats (M1): a pure read. It takes no lock, calls no
  * callback, writes nothing, and ends no epoch: the closed successes counted
  * since the last exact point are read from the per-CPU cells (counting.c).
  *

@@ -1,5 +1,5 @@
 /*
- * Test-only seam (SPEC TM3). Compiled into the `circuit_testable` static
+ * Test-only seam (TM3). Compiled into the `circuit_testable` static
  * library only (CIRCUIT_TESTING=1); the installed library has no clock
  * parameter and no hooks. Never installed.
  */
@@ -22,7 +22,7 @@ int64_t circuit_test_clock_now(void);
 /* true: read CLOCK_MONOTONIC instead of the settable clock (real-time tests). */
 void    circuit_test_clock_use_real(bool real);
 
-/* ---- park points (SPEC L1 progress tests) ------------------------------ */
+/* ---- park points (L1 progress tests) ------------------------------ */
 typedef enum circuit_test_point {
     CIRCUIT_TP_ALLOW_BEFORE_ADMIT = 1, /* allow: state word loaded, before the ticket is admitted */
     CIRCUIT_TP_DONE_BEFORE_CAS,       /* done: counts computed, before the CAS that counts */
@@ -76,7 +76,7 @@ typedef enum circuit_test_point {
 typedef void (*circuit_test_hook_fn)(circuit_test_point point, void *arg);
 void circuit_test_set_hook(circuit_test_hook_fn fn, void *arg);
 
-/* ---- state injection (saturation tests, SPEC C2/C3) -------------------- */
+/* ---- state injection (saturation tests, C2/C3) -------------------- */
 /* Sets the current run to `run` results of kind `kind` (SUCCESS or FAILURE)
  * and, while half-open, timed_out to `timed_out`. Single-threaded use only.
  * Returns 0, or EINVAL when the values do not fit the current state. */
@@ -88,7 +88,7 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
  * theirs. For the L5 bound at CPU counts this machine does not have. */
 void circuit_test_set_cpus(uint32_t n);
 
-/* Bytes allocated for the breaker by circuit_new (SPEC L5): its block and
+/* Bytes allocated for the breaker by circuit_new (L5): its block and
  * its units of the per-CPU arena (16 bytes per CPU). */
 size_t circuit_test_footprint(const circuit_breaker *b);
 
@@ -104,12 +104,12 @@ uint64_t circuit_test_core_cas_attempts(void);
  * state-word CASes, descriptor and ring record CASes, seals, the ledger,
  * epoch ids, and the tries of the delivery role (a call that finds a
  * transition pending and the role free). A success's count on its own CPU's cell and the per-CPU totals
- * are not among them (SPEC L8: zero for successes, a few per failure). */
+ * are not among them (L8: zero for successes, a few per failure). */
 uint64_t circuit_test_shared_rmws(void);
 
 /* Words of the closed window's failure bitmap read to count the failures an
  * exact point evicts, since the process started (all breakers, all
- * threads): SPEC L6 as amended in 0.3 bounds them by O(window / 64) per
+ * threads): L6 bounds them by O(window / 64) per
  * failure, however many successes came before it. */
 uint64_t circuit_test_window_words(void);
 
@@ -119,7 +119,7 @@ uint64_t circuit_test_window_words(void);
 uint64_t circuit_test_stats_passes(void);
 
 /* True while closed with no intent being completed (closed successes count
- * on per-CPU cells, SPEC L6 as amended in 0.3). */
+ * on per-CPU cells, L6). */
 bool circuit_test_fast_mode(const circuit_breaker *b);
 
 /* Ends the current closed epoch now (a FOLD: the cells' successes become

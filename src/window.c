@@ -1,6 +1,6 @@
 /*
  * The count window: the latest `window` counted results of the current
- * state (SPEC C1). The state word carries seq (results appended so far), the
+ * state (C1). The state word carries seq (results appended so far), the
  * number of failures in the window and the last outcome; the ring remembers
  * which of the latest `window` results were FAILURES, one 8-byte record per
  * failure at index seq % window. Successes write nothing.

@@ -1,5 +1,5 @@
 /*
- * The count window's ring (window.c, SPEC C1): which of the latest `window`
+ * The count window's ring (window.c, C1): which of the latest `window`
  * results of the current state were failures. Part of the counting layer
  * (counting.h is its upper floor and its only caller); calls only the state
  * word below it.

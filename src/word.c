@@ -18,7 +18,7 @@ uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
      * generation with this tag is the word's. An unsigned distance turned
      * a base one ahead into tag + 2^30 (M1, B3). */
 #if defined(CIRCUIT_PLANT_STATS_GEN_WIDEN)
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 5953e80): an unsigned
+    /* PLANTED BUG (tests/sched/PLANTS.md): an unsigned
      * distance: a base one ahead of the tag gives tag + 2^30 (M1, B3) */
     return base + ((tag - (base & CIRCUIT__GEN_MASK)) & CIRCUIT__GEN_MASK);
 #endif

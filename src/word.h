@@ -52,7 +52,7 @@
  * was computed from, so a result is counted only if its generation still
  * holds, and the result that trips or closes the breaker is part of the
  * same update as the transition (C4). Policies are asked before the CAS,
- * which is why they may be asked again when the CAS loses (SPEC L4). Every
+ * which is why they may be asked again when the CAS loses (L4). Every
  * transition is made by ONE function, circuit__transition (transition.c).
  * A closed success changes no shared word: it counts on its CPU's cell.
  *
@@ -175,7 +175,7 @@ static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_
 #define CIRCUIT__D_S_MAX ((UINT64_C(1) << 29) - 1)
 _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a descriptor's seq (mod window) has 16 bits");
 #if defined(CIRCUIT_PLANT_DESC_TAG14)
-/* PLANTED BUG (tests/sched/PLANTS.md, undone by c888a67): the tag is k's
+/* PLANTED BUG (tests/sched/PLANTS.md): the tag is k's
  * low 14 bits, so a stopped writer's X comes back after 8 191 closed
  * states (L1, C4) */
 #define CIRCUIT__D_TAG(k) ((uint64_t)(k) & UINT64_C(0x3fff))
@@ -212,8 +212,7 @@ static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32
  *
  * THE CLOSED MIRROR (b->mirror, 16 bytes {lo, version}; word.c) lets a
  * closed call learn the state without reading the state word, whose line
- * every failure's exact point takes (docs/CONTRACT.md L6, L8 as amended in
- * 0.3). Its lo is either OPEN FOR (g, e): a closed word's state, generation
+ * every failure's exact point takes (docs/CONTRACT.md L6, L8). Its lo is either OPEN FOR (g, e): a closed word's state, generation
  * tag g and epoch e, nothing else (circuit__mirror_of), or SHUT: the same
  * with state code 0, naming the (g, e) it was shut for (or none).
  *
@@ -308,7 +307,7 @@ static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected
 static inline bool circuit__core_still(const circuit_breaker *b, circuit__u128 *c)
 {
 #if defined(CIRCUIT_PLANT_STATE_READ_STALE)
-    /* PLANTED BUG (tests/sched/PLANTS.md, undone by 34e39e5): an open word
+    /* PLANTED BUG (tests/sched/PLANTS.md): an open word
      * read before the clock is taken as still there (S5, M1) */
     (void)b;
     (void)c;

@@ -273,7 +273,7 @@ void park_release(void) { sem_post(&park_g.resume); }
 
 /* ---- threads ---------------------------------------------------------------- */
 
-/* Threads of this process: the entries of /proc/self/task (SPEC TM1). */
+/* Threads of this process: the entries of /proc/self/task (TM1). */
 int thread_count(void)
 {
     DIR *d = opendir("/proc/self/task");

@@ -141,7 +141,7 @@ struct fx {
     tlog log;
     pol p;
     cls c;
-    /* counts after each fx_call (circuit_get_stats, SPEC M1): since 0.2 the
+    /* counts after each fx_call (circuit_get_stats, M1): since 0.2 the
      * trip policy is not asked for a success into a window with no failure
      * (S2), so the policy spies no longer see every count */
     circuit_counts seen[SPY_MAX];
@@ -248,7 +248,7 @@ void park_release(void);
 
 /* ---- threads ---------------------------------------------------------------- */
 
-/* Threads of this process: the entries of /proc/self/task (SPEC TM1). */
+/* Threads of this process: the entries of /proc/self/task (TM1). */
 int thread_count(void);
 
 #endif

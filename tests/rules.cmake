@@ -18,7 +18,7 @@ add_test(NAME rule_ids_selftest
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py --self-test)
 set_tests_properties(rule_ids rule_ids_selftest PROPERTIES LABELS "rules" TIMEOUT 60)
 
-# SPEC L7: the core's shared accesses all go through src/atomics.h, each
+# L7: the core's shared accesses all go through src/atomics.h, each
 # naming its memory order; 8-byte atomics are the same builtins in every build.
 add_test(NAME L7_atomics_vocabulary
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_atomics.py

@@ -1,5 +1,5 @@
 /*
- * SPEC B3 for the preset: circuit_backoff_exponential's periods are a pure
+ * B3 for the preset: circuit_backoff_exponential's periods are a pure
  * function of (its parameters, info->reopens, info->generation, info->salt);
  * a test that knows the seed and the salt predicts every one; different
  * seeds differ, and so do breakers sharing one struct (their salts); the cap is

@@ -1,7 +1,7 @@
 /*
  * docs/MIGRATION.md ("Coming from another breaker"): one test per table row, each
  * reproducing the documented behaviour through a real breaker on the test
- * clock (SPEC TM3). Test names follow the rows; a SPEC rule id appears where
+ * clock (TM3). Test names follow the rows; a rule id appears where
  * the test pins that rule.
  */
 #include <criterion/criterion.h>
@@ -347,7 +347,7 @@ static circuit_state probe_close_on_success(void *arg, const circuit_counts *c)
 Test(compat, gobreaker_ready_to_trip_custom_counts_asked_after_every_failure)
 {
     /* Like gobreaker's ReadyToTrip, trip is asked after each failure and
-     * never after a success (SPEC S2 as amended in 0.3): the success that
+     * never after a success (S2): the success that
      * completes "3 results" opens nothing; the next failure does. */
     play(&(const scenario){
         .config = {3, 1, SEC, SEC},
@@ -454,7 +454,7 @@ Test(compat, gobreaker_interval_no_equivalent_counts_survive_idle_time)
 }
 
 /* OnStateChange cannot call the breaker (it runs under the mutex); observe can
- * (SPEC O2). */
+ * (O2). */
 static void observe_calls_back(void *arg, void *call_ctx, const circuit_transition *t)
 {
     rec *r = arg;

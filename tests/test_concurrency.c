@@ -1,5 +1,5 @@
 /*
- * SPEC L1-L5: lock freedom, atomic updates, policies asked concurrently,
+ * L1-L5: lock freedom, atomic updates, policies asked concurrently,
  * memory. (L3, ThreadSanitizer, is tests/test_l3_race.c: Criterion cannot
  * run under TSan.)
  */

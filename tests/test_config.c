@@ -1,5 +1,5 @@
 /*
- * SPEC CFG1-CFG4: configuration checks, messages, out of memory, and the
+ * CFG1-CFG4: configuration checks, messages, out of memory, and the
  * programming errors that abort.
  */
 #include <limits.h>
@@ -375,7 +375,7 @@ Test(config, CFG4_new_with_null_classify_aborts, .signal = SIGABRT)
     new_with(new_case(4));
 }
 
-/* CFG4 as amended in 0.3: observe may be NULL. There is then no observer,
+/* CFG4: observe may be NULL. There is then no observer,
  * but transitions are made, numbered and counted exactly as with one. */
 Test(config, CFG4_observe_may_be_null_transitions_still_numbered_and_counted)
 {

@@ -1,5 +1,5 @@
 /*
- * SPEC C1-C5: what the counts hold, as seen by the policies and carried by
+ * C1-C5: what the counts hold, as seen by the policies and carried by
  * the transitions.
  */
 #include "helpers.h"

@@ -1,5 +1,5 @@
 /*
- * Memory per breaker at scale (SPEC L5): a proxy keeps one
+ * Memory per breaker at scale (L5): a proxy keeps one
  * breaker per upstream host, so 100 000 breakers in one process is ordinary.
  *
  * The test builds 100 000 breakers of (window 64, probes 1), runs a little
@@ -195,7 +195,7 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
     }
 }
 
-/* L5 as amended in 0.3: the per-CPU part is 16 bytes per CPU, and (window
+/* L5: the per-CPU part is 16 bytes per CPU, and (window
  * 64, probes 1) holds at most 1 560 bytes on 2 CPUs (0.2's figure) and
  * 2.5 KB on 64, counted as the bytes a breaker's block and its arena units
  * really take (CPU counts set through the test seam). */

@@ -1,5 +1,5 @@
 /*
- * SPEC K1: policy.check is asked once by circuit_new; its EINVAL answer joins
+ * K1: policy.check is asked once by circuit_new; its EINVAL answer joins
  * CFG2's single message (every invalid config field, then the policy's
  * complaint) and nothing is built; any other answer but 0 aborts. The
  * failure-rate preset's check refuses a window smaller than min_results.

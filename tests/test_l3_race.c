@@ -1,5 +1,5 @@
 /*
- * SPEC L3 unit check: every public call of one breaker raced from several
+ * L3 unit check: every public call of one breaker raced from several
  * threads, with the invariants checked as it runs. A plain program (no
  * Criterion, which cannot start under TSan): in the TSan build it is
  * ThreadSanitizer that judges it (a report makes it exit non-zero); in the

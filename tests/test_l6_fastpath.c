@@ -1,5 +1,5 @@
 /*
- * SPEC L6 and S2 as amended in 0.3, L8, and T5 as amended in 0.2: closed
+ * L6 and S2, L8, and T5: closed
  * successes are counted on per-CPU cells whatever the window holds; a
  * failure (a transition, isolate) makes the counts exact by reading the
  * cells; trip is asked only after failures; a closed ticket is settled
@@ -47,7 +47,7 @@ static void run_threads(fx *f, int n, long each, int result)
  * window holds: in the test build every shared-line read-modify-write of
  * the counting paths is counted (the state word's CAS among them), and 10^6
  * successes on two threads, into a window that holds failures, make none
- * (L6 as amended in 0.3, L8). */
+ * (L6, L8). */
 Test(l6, L6_successes_write_no_shared_line_even_with_failures_in_the_window)
 {
     fx f;
@@ -600,7 +600,7 @@ Test(l6, T5_probe_ticket_done_racing_release_settles_once)
  * behind it, closed successes still write no shared line (L6, L8): a call
  * that published nothing only looks at the role. 0.3's first cut made
  * every such allow and done try the role (a fence and a CAS of a line all
- * CPUs write; an adversarial review saw 11 403 tries in 20 000 successes
+ * CPUs write; a run saw 11 403 tries in 20 000 successes
  * while an observe slept). */
 static sem_t slow_in, slow_go;
 
@@ -649,7 +649,7 @@ Test(l6, L6_L8_successes_write_no_shared_line_while_a_slow_observe_delivers)
     fx_free(&f);
 }
 
-/* L6 as amended in 0.3: a failure brings the window up to date in
+/* L6: a failure brings the window up to date in
  * O(window / 64) at worst, however many successes came before it. The
  * test build counts the words of the closed window's failure bitmap read
  * to find the failures an exact point evicts: a failure after 60 000

@@ -1,5 +1,5 @@
 /*
- * SPEC M1, bounded read: circuit_get_stats against two writers that count
+ * M1, bounded read: circuit_get_stats against two writers that count
  * results as fast as they can must finish in a bounded number of passes
  * over the per-CPU lines, and still report a consistent snapshot. Counted
  * through the test build (circuit_test_stats_passes), never timed.

@@ -1,5 +1,5 @@
 /*
- * SPEC M1 race check: circuit_get_stats readers racing operator transitions
+ * M1 race check: circuit_get_stats readers racing operator transitions
  * (isolate/reset) and traffic (allow + done, successes and failures). Each
  * field of every snapshot must be a value it held during the read:
  *

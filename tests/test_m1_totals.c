@@ -1,6 +1,6 @@
 /*
  * The packed totals (src/percpu.h, THE PACKED TOTALS; docs/CONTRACT.md M1
- * and L5 as amended in 0.3): each CPU's totals share one 8-byte word, and a
+ * and L5): each CPU's totals share one 8-byte word, and a
  * field that reaches its batch T moves T units to a shared total in a
  * three-step FLUSH (START, CREDIT, SUBTRACT, END). These tests stop a
  * flush's thread at every step, and a stats reader between its two halves,

@@ -1,5 +1,5 @@
 /*
- * SPEC O1-O6: delivering transitions to observe.
+ * O1-O6: delivering transitions to observe.
  */
 #include "helpers.h"
 
@@ -670,8 +670,8 @@ static void *o6_make(void *arg)
 /* A trip or an isolate from closed is an intent that any thread finishes
  * (L1). Its maker stops right after making it, and another request's done
  * finishes it: observe must get the maker's call_ctx, the call whose
- * action made the transition, not the finisher's (found by an adversarial
- * review: the operator's isolate was delivered with a request's ctx, and a
+ * action made the transition, not the finisher's (before the fix
+ * the operator's isolate was delivered with a request's ctx, and a
  * trip with the ctx of the success that finished it). */
 static void o6_intent_run(bool isolate)
 {
@@ -983,7 +983,7 @@ Test(observe, O6_an_isolate_racing_a_trip_at_the_same_point_carries_the_operator
  * its record is for k, its intent's CAS fails, and it finishes B's isolate.
  * observe must get B's call_ctx (B's isolate made the transition; A answers
  * EALREADY). Before the fix A's stale record replaced B's, and A, finishing
- * B's intent, gave its own (found by an adversarial review). */
+ * B's intent, gave its own. */
 static sem_t st_a_stopped, st_a_go, st_b_stopped, st_b_go;
 static atomic_bool st_a_armed, st_b_armed;
 static _Thread_local int st_role; /* 1: A, 2: B */

@@ -1,5 +1,5 @@
 /*
- * SPEC OP1-OP3 (isolate, reset), B1-B2 (the open period chosen) and M1
+ * OP1-OP3 (isolate, reset), B1-B2 (the open period chosen) and M1
  * (circuit_get_stats), through the core.
  */
 #include "helpers.h"
@@ -422,8 +422,7 @@ Test(operator, OP2_a_reset_racing_a_trips_intent_finishes_the_trip_and_closes)
  * word whose period is over, so the time-driven open -> half-open (TIMER)
  * comes first, then the operator's transition. Before the fix it judged the
  * new open word by the clock it read at its start, before the reopen, and
- * left open directly, skipping the timer's transition (found by an
- * adversarial review). */
+ * left open directly, skipping the timer's transition. */
 typedef struct op_call {
     fx *f;
     bool isolate;

@@ -1,5 +1,5 @@
 /*
- * P1 and S4 as amended in 0.4: only circuit_allow admits a probe. A call
+ * P1 and S4: only circuit_allow admits a probe. A call
  * that is not an allow (a late circuit_done, circuit_isolate, circuit_reset)
  * and makes the open -> half-open change leaves no reserved probe slot that
  * can time out, hold a slot or be counted, even when it is stopped right

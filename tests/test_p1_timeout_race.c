@@ -1,5 +1,5 @@
 /*
- * SPEC P1 race check: a probe timeout that fell due is counted (timed_out
+ * P1 race check: a probe timeout that fell due is counted (timed_out
  * grows, the probe policy is asked) whichever call notices it, while other
  * threads admit new probes in the same half-open state, settle probes with
  * circuit_done or circuit_release (some before their due time, some after)

@@ -1,8 +1,8 @@
 /*
  * Unit tests of include/circuit_presets.h: validation and messages, every
  * boundary of both policies (asked directly with hand-made counts), the
- * classifiers, purity (SPEC L4), and each preset driven through a real
- * breaker on the test clock (SPEC TM3).
+ * classifiers, purity (L4), and each preset driven through a real
+ * breaker on the test clock (TM3).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -867,7 +867,7 @@ Test(presets, S2_consecutive_in_a_breaker_a_success_ends_the_run)
     circuit_free(b);
 }
 
-/* S2 as amended in 0.3: a failure-rate preset whose min_results is reached
+/* S2: a failure-rate preset whose min_results is reached
  * by a success does not trip on that success (trip is asked only after
  * failures); it trips at the next failure if the rate still holds then,
  * and not if the rate fell below the threshold. */

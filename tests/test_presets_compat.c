@@ -2,7 +2,7 @@
  * docs/MIGRATION.md ("Coming from another breaker"), the 0.2 rows: live stats, operator
  * control and open-period backoff, as gobreaker, resilience4j, Polly and
  * opossum users know them. One test per table row, named after it, each
- * driven through a real breaker on the test clock (SPEC TM3). The 0.1 rows
+ * driven through a real breaker on the test clock (TM3). The 0.1 rows
  * are in tests/test_compat.c.
  */
 #include "helpers.h"

@@ -1,5 +1,5 @@
 /*
- * SPEC P1-P3 (probes and their timeouts) and TM1-TM3 (time).
+ * P1-P3 (probes and their timeouts) and TM1-TM3 (time).
  */
 #include <time.h>
 

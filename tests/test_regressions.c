@@ -1,5 +1,5 @@
 /*
- * Regressions: each test reproduces a bug an adversarial review found in an
+ * Regressions: each test reproduces a bug found in an
  * earlier core, named by the rule it broke.
  */
 #include "helpers.h"
@@ -328,8 +328,8 @@ Test(regressions, M1_a_reader_whose_closed_state_ends_mid_read_reports_only_coun
  * goes on. The open state ended before its period did, so "half-open" was
  * never true during the call: the reader must report closed (the word as it
  * is now). Before the fix, get_state and get_stats answered from the stale
- * word and the new clock: half-open, and get_stats generation 2 (found by
- * an adversarial review; S5, M1). */
+ * word and the new clock: half-open, and get_stats generation 2 (S5,
+ * M1). */
 typedef struct open_reader {
     fx *f;
     circuit_state state;
@@ -391,7 +391,7 @@ Test(regressions, M1_a_stats_read_stopped_before_its_clock_read_reports_no_half_
  * points) at the top of each of its first 12 tries; then it is let go. The
  * window held 4 failures at every moment of the call, so the reader must
  * report 4. 0.3's first cut gave up after 8 tries and reported zero counts
- * (found by an adversarial review, M1); now it reads again for as long as
+ * (M1); now it reads again for as long as
  * the word moves (lock-free: each try follows another thread's point). */
 static sem_t ot_stopped, ot_go;
 static atomic_int ot_stops_left;
@@ -467,7 +467,7 @@ Test(regressions, M1_a_stats_read_overtaken_on_every_try_reports_only_counts_the
  * counted, now (S4), so an allow at the same instant is refused with the
  * whole period left. Before the fix the reopen was dated at P1's stale
  * clock read, its period already over: the allow was admitted as a probe
- * (found by an adversarial review). */
+ *. */
 typedef struct probe_done {
     circuit_ticket t;
     int result;

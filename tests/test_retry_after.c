@@ -1,7 +1,7 @@
 /*
  * The text helpers of src/names.c: circuit_retry_after_s (whole
  * seconds for an HTTP Retry-After header) and the isolated state in
- * circuit_state_name / circuit_rejection_format (SPEC OP3's last sentence).
+ * circuit_state_name / circuit_rejection_format (OP3's last sentence).
  * Pure functions, tested on hand-made rejections.
  */
 #include <criterion/criterion.h>

@@ -1,5 +1,5 @@
 /*
- * SPEC S1-S5: the closed, open and half-open states and the moves between
+ * S1-S5: the closed, open and half-open states and the moves between
  * them (the isolated state of OP1-OP3 is tested in test_operator.c).
  */
 #include "helpers.h"
@@ -36,7 +36,7 @@ Test(states, S2_closed_admits_every_call_and_asks_trip_after_each_failure)
     f.p.trip_run = 0; /* never trips */
     fx_build(&f);
     /* S F F S F F ...: trip is asked after each failure and never after a
-     * success, whatever the window holds (S2 as amended in 0.3) */
+     * success, whatever the window holds (S2) */
     long failures = 0;
     for (int i = 0; i < 1000; i++) {
         circuit_ticket t;
@@ -59,7 +59,7 @@ Test(states, S2_trip_true_opens_on_the_result_it_was_asked_for)
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
     f.p.trip_run = 3;
     fx_build(&f);
-    /* a success asks nothing (S2 as amended in 0.3) */
+    /* a success asks nothing (S2) */
     cr_assert(fx_call(&f, RS_OK));
     cr_assert_eq(f.p.trip_calls, 0);
     fx_call(&f, RS_FAIL);

@@ -13,7 +13,7 @@
  *      allow at the same instant is rejected with probes = 1 and no
  *      timeout is counted.
  * The 2^30 transitions are skipped with circuit_test_skip_generations (a
- * fresh review ran 2^29 isolate/reset cycles: about 220 s each).
+ * run of 2^29 isolate/reset cycles: about 220 s each).
  * A plain program (runs in every build, TSan included).
  *
  *   test_t6_c1_p1_halfopen_tags     exit 0: pass, 1: a check failed
@@ -218,7 +218,7 @@ static void two_slots(bool alias)
 
 /* 4. S4 / P1: the older state's slot-0 probe finished normally, so its
  * bitmap word 0 is {its tag, bit 0 clear}. The new state's reservation
- * must set bit 0 (a fresh review found it left clear: the next allow took
+ * must set bit 0 (left clear, the next allow took
  * slot 0 again, P + 1 probes in flight and the first probe's timeout
  * lost). */
 static void slot0_bit_clear(bool alias, int probes)

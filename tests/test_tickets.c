@@ -1,5 +1,5 @@
 /*
- * SPEC T1-T7: tickets, settling them, and what allow/done/release may touch.
+ * T1-T7: tickets, settling them, and what allow/done/release may touch.
  */
 #include <setjmp.h>
 

@@ -1,4 +1,4 @@
-// SPEC O5 and P3 with C++ exceptions: thrown from observe, from classify, and
+// O5 and P3 with C++ exceptions: thrown from observe, from classify, and
 // through a guarded scope between allow and done. The core is C built with
 // -fexceptions, so an exception unwinds through its frames and runs the
 // cleanups (the delivery hand-off, CIRCUIT_TICKET_GUARD).

@@ -1,7 +1,7 @@
 /*
  * circuit_model: the sequential reference model of docs/CONTRACT.md (see
  * circuit_model.h). Written to be read, not to be fast: one mutex, plain
- * arrays, linear scans. Every rule it implements is named by its SPEC id.
+ * arrays, linear scans. Every rule it implements is named by its rule id (docs/CONTRACT.md).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -27,7 +27,7 @@ enum {
     TICKET_REJECTED = 0x52454a54  /* cmodel_allow returned false */
 };
 
-/* A probe slot (SPEC S4, P1). `seq` names the admission holding it, so that
+/* A probe slot (S4, P1). `seq` names the admission holding it, so that
  * a ticket whose slot was timed out and handed to another probe (or cleared
  * by a transition) never frees the new holder's slot (T6). */
 typedef struct slot {
@@ -408,7 +408,7 @@ int cmodel_new(cmodel **out, const circuit_spec *spec, cmodel_clock_fn now, void
         die("cmodel_new: NULL policy.probe");
     if (spec->classify == NULL)
         die("cmodel_new: NULL classify");
-    /* observe may be NULL (CFG4 as amended in 0.3): no observer */
+    /* observe may be NULL (CFG4): no observer */
 
     /* CFG1, CFG2: every invalid field, its bound and the value given */
     const circuit_config *c = &spec->config;

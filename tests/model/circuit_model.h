@@ -15,19 +15,19 @@
  *
  * It is never installed and is not part of the library's API.
  *
- * Semantics are those of include/circuit.h (SPEC 0.2: S2 as amended, the
+ * Semantics are those of include/circuit.h (docs/CONTRACT.md: S2, the
  * ISOLATED state and the operator calls OP1-OP3, open-period backoff B1-B2,
  * policy.check K1, stats M1); the differences are listed here:
  *   - time comes from the `now` function given to cmodel_new (NULL: the
  *     model reads CLOCK_MONOTONIC itself);
  *   - the callbacks are called as the library calls them: classify and
  *     observe outside the mutex; trip, probe and open_for INSIDE it (they
- *     must not call the model; SPEC L4 and B3 ask them to be pure anyway),
+ *     must not call the model; L4 and B3 ask them to be pure anyway),
  *     each exactly once per decision;
  *   - a transition's queue node is malloc'ed (out of memory aborts);
  *   - abort messages start with "cmodel: ".
  *
- * Choices the SPEC leaves to the implementation, made here (the
+ * Choices the contract leaves to the implementation, made here (the
  * differential test holds the library to them):
  *   - cmodel_isolate and cmodel_reset first make the time-driven changes
  *     that fell due (open -> half-open, probe timeouts), as allow and done

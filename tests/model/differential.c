@@ -34,7 +34,7 @@
  * INT64_MAX).
  *
  * Usage: differential [--ops N] [--long | --rates] [SEED]
- *   --rates: the nine rate runs (S2, L6 as amended in 0.3): windows 1, 64
+ *   --rates: the nine rate runs (S2, L6): windows 1, 64
  *   and 65536 with failure fractions 0.1 %, 1 % and 50 %, mostly allow and
  *   done, trip on failures >= about 1.5 times the expected count.
  *   no SEED: seeds 1..20*CIRCUIT_STRESS_SCALE (default scale 1), OPS_PER_SEED
@@ -454,7 +454,7 @@ static const profile profiles[] = {
 };
 #define RESET_WHILE_ISOLATED 8
 
-/* rate runs (--rates): S2 and L6 as amended in 0.3 under real traffic:
+/* rate runs (--rates): S2 and L6 under real traffic:
  * every window of {1, 64, 65536} with failure fractions 0.1 %, 1 % and 50 %
  * (every count compared after every op, as always) */
 static const struct {

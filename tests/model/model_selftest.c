@@ -1,7 +1,7 @@
 /*
  * model_selftest: the reference model checked on its own, against scenarios
  * worked out by hand from docs/CONTRACT.md, so that the oracle of the differential
- * test is not trusted blindly. Test names carry the SPEC rule ids.
+ * test is not trusted blindly. Test names carry the rule ids (docs/CONTRACT.md).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -745,7 +745,7 @@ TEST(O4_O5_observe_unwinding_leaves_rest_for_next_call)
     fx_fini(&f);
 }
 
-/* ---- S2 as amended in 0.3 ----------------------------------------------------- */
+/* ---- S2 ----------------------------------------------------- */
 
 static void stats(fx *f, circuit_stats *st)
 {

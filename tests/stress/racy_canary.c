@@ -1,5 +1,5 @@
 /*
- * racy-canary: a data race on purpose (SPEC L3).
+ * racy-canary: a data race on purpose (L3).
  *
  * SPDX-License-Identifier: MIT
  *

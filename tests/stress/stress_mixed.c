@@ -1,6 +1,6 @@
 /*
  * stress-mixed: N threads x mixed operations on ONE breaker
- * (SPEC O1-O3, O6, C1-C3, S3-S5, T1-T3, T6).
+ * (O1-O3, O6, C1-C3, S3-S5, T1-T3, T6).
  *
  * SPDX-License-Identifier: MIT
  *

@@ -1,6 +1,6 @@
 /*
  * stress-nolock: the calls take no lock, start no thread, and do not allocate
- * (SPEC L1, TM1, T7).
+ * (L1, TM1, T7).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -28,7 +28,7 @@
  *     reopen, and probe timeouts, thousands of times: zero allocations and
  *     zero locks per call;
  *   - the same with N threads: zero locks (allocation is allowed there only
- *     beyond the pool, when a deliverer is descheduled, SPEC T7; reported);
+ *     beyond the pool, when a deliverer is descheduled, T7; reported);
  *   - /proc/self/task has as many entries after all of it as before (TM1),
  *     and no pthread_create / timer_create was called from inside the
  *     library.
@@ -319,7 +319,7 @@ static void end_phase(const char *phase, unsigned mask, long ops)
         long d = atomic_load(&counts[i]) - snap[i];
         if (!(mask & (1u << i))) {
             if (d)
-                printf("  %s: %ld call(s) to %s (allowed here, SPEC T7)\n", phase, d, cname[i]);
+                printf("  %s: %ld call(s) to %s (allowed here, T7)\n", phase, d, cname[i]);
             continue;
         }
         if (d) {

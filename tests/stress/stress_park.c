@@ -1,6 +1,6 @@
 /*
  * stress-park: progress while one thread is stopped inside the library
- * (SPEC L1, O2, O3).
+ * (L1, O2, O3).
  *
  * SPDX-License-Identifier: MIT
  *

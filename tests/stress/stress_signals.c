@@ -1,6 +1,6 @@
 /*
  * stress-signals: threads paused at arbitrary points by signals
- * (SPEC L1, O1-O3, P1, S4, T2).
+ * (L1, O1-O3, P1, S4, T2).
  *
  * SPDX-License-Identifier: MIT
  *

@@ -1,6 +1,6 @@
 /*
  * urcu-canary: the happens-before marks around liburcu's stack matter
- * (SPEC L3; liburcu 0.13).
+ * (L3; liburcu 0.13).
  *
  * SPDX-License-Identifier: MIT
  *

@@ -1,6 +1,6 @@
 /*
  * counting.pml: the 0.3 closed-state counting protocol of src/counting.c
- * (docs/CONTRACT.md S2 and L6 as amended in 0.3, C1, C2, C4, T2, L1, L8),
+ * (docs/CONTRACT.md S2 and L6, C1, C2, C4, T2, L1, L8),
  * every interleaving of three threads on two CPUs' cells, checked by SPIN.
  * README.md beside it explains the model; run-spin.sh runs it:
  *

@@ -1,5 +1,5 @@
 /*
- * delivery.pml: the transition delivery hand-off of src/delivery.c (SPEC O1,
+ * delivery.pml: the transition delivery hand-off of src/delivery.c (O1,
  * O2, O3: nothing stranded), every interleaving of three threads, checked by
  * SPIN. README.md beside it explains the model; run-spin.sh runs it:
  *

@@ -1,6 +1,6 @@
 /*
  * mirror.pml: the closed mirror of src/word.h ("THE CLOSED MIRROR";
- * docs/CONTRACT.md L6 and L8 as amended in 0.3, with L1), every
+ * docs/CONTRACT.md L6 and L8, with L1), every
  * interleaving of three threads, checked by SPIN. README.md beside it
  * explains the model; run-spin.sh runs it:
  *

@@ -1,6 +1,6 @@
 /*
  * totals.pml: the flush protocol of the M1 totals (docs/CONTRACT.md M1,
- * with L1 and L5 as amended in 0.3), every interleaving of up to four
+ * with L1 and L5), every interleaving of up to four
  * incrementing threads and one stats reader, checked by SPIN. README.md
  * beside it explains the model; run-spin.sh runs it:
  *
