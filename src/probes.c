@@ -239,8 +239,31 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
         if ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen &&
             slot_due(cur.hi) >= fresh_due) {
 #endif
-            *reuse = slot_reuse(cur.lo); /* reserved already (by us or a racer) */
-            break;
+            /* reserved already (by us or a racer). Whoever wins the
+             * transition CAS owns it: its due time must be no earlier than
+             * the winner's own clock + probe_timeout (TM2), so a racer's
+             * reservation from an earlier clock read is raised to ours
+             * while the word is still open. The due is then the latest such
+             * read, a moment inside the winner's call. */
+            int64_t mine = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+#if defined(CIRCUIT_PLANT_RESERVE_STALE_DUE) || defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
+            /* PLANTED BUG (tests/sched/PLANTS.md): the racer's due is kept
+             * (HALFOPEN_ALIAS_SLOTS: the code it came back from kept it too) */
+            mine = slot_due(cur.hi);
+#endif
+            if (slot_due(cur.hi) >= mine) {
+                *reuse = slot_reuse(cur.lo);
+                break;
+            }
+            /* acquire: the check follows the read above */
+            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+                return false;
+            /* sc: table slots */
+            if (circuit__cas128_sc(s, &cur, (circuit__u128){cur.lo, (uint64_t)mine | SLOT_RESERVED})) {
+                *reuse = slot_reuse(cur.lo);
+                break;
+            }
+            continue;
         }
         /* acquire: the check follows the read above */
         if (circuit__ld128_lo_acq(&b->core) != open_lo)
@@ -328,15 +351,32 @@ static bool halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
         }
     }
     for (uint32_t j = 0; j < b->bitmap_words; j++) {
-        uint64_t keep = j == 0 ? UINT64_C(1) : 0; /* slot 0: the reservation's */
         uint64_t w = circuit__ld_acq(&b->bitmap[j]); /* acquire: checked below */
-        while (bm_gen(w) == gen && ((uint32_t)w & ~(uint32_t)keep) != 0) {
+        while (bm_gen(w) == gen) {
+            uint64_t nw;
+            if (j == 0 && (w & 1u)) {
+                if ((uint32_t)w == 1u)
+                    break; /* slot 0's reservation alone */
+                nw = (w & ~UINT64_C(0xffffffff)) | 1u; /* its bit kept */
+            } else {
+                /* An old word is re-tagged as the generation before gen, not
+                 * left {gen, 0}: a slot0_reserve stopped after reading
+                 * {gen, 0} would find that value again once this state's
+                 * probes have come and gone, and set a bit nobody frees */
+                nw = (uint64_t)((gen - 1u) & CIRCUIT__GEN_MASK) << 32;
+#if defined(CIRCUIT_PLANT_SEAM_BIT0_ABA) || defined(CIRCUIT_PLANT_SLOT0_BIT)
+                /* PLANTED BUG (tests/sched/PLANTS.md): {gen, 0} is left */
+                if ((uint32_t)w == 0u)
+                    break;
+                nw = w & ~UINT64_C(0xffffffff);
+#endif
+            }
             /* acquire: the check follows the read above */
             if (circuit__ld128_lo_acq(&b->core) != open_lo)
                 return false;
             /* acquire on failure: re-checked; the transition CAS that
              * follows (release) publishes it */
-            if (circuit__cas_acq(&b->bitmap[j], &w, (w & ~UINT64_C(0xffffffff)) | (w & keep)))
+            if (circuit__cas_acq(&b->bitmap[j], &w, nw))
                 break;
         }
     }

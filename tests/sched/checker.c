@@ -11,11 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomics.h"
 #include "circuit_model.h"
+#include "internal.h" /* the trace prints the state word, bitmap and slots */
 #include "testing.h"
-
-_Static_assert(CIRCUIT__SP_CLOCK == SCHED_KIND_CLOCK, "the scheduler's clock kind");
 
 #define MAX_OPS 64
 #define MAX_TICKETS 64
@@ -31,8 +29,8 @@ typedef struct hop {
     int ticket;  /* ALLOW: the ticket it fills; DONE/RELEASE: the one it settles */
     int result;  /* DONE: 1 success, 2 failure, 3 ignored (the outcome classify gives) */
     int64_t tick;
-    bool has_clock;  /* the call read the clock: */
-    int64_t clock;   /* the time of its last read (its decision's) */
+    int nclocks;       /* the test clock's values while the call ran: */
+    int64_t clocks[8]; /* it acts at one of them (V3) */
     uint64_t start, end; /* end 0: never ended (its thread died) */
     bool ok;
     circuit_rejection rej;
@@ -63,7 +61,6 @@ static struct {
     bool have_last;
     uint64_t allows_started, admits_ended, settles_started, settles_ended;
     bool died;
-    hop *current[SCHED_MAX_THREADS]; /* each thread's call in progress */
     uint64_t gen_base;   /* generations skipped before the setup */
     uint64_t trans_base; /* transitions made before the setup */
     circuit_stats base;  /* the totals when the model started (the seam) */
@@ -124,8 +121,6 @@ static hop *op_start(enum op_kind k)
     h->tid = sched_tid();
     h->ticket = -1;
     h->start = sched_event();
-    if (h->tid >= 0)
-        C.current[h->tid] = h;
     sched_op_begin();
     return h;
 }
@@ -133,30 +128,34 @@ static void op_end(hop *h)
 {
     sched_op_end();
     h->end = sched_event();
-    if (h->tid >= 0)
-        C.current[h->tid] = NULL;
-}
-
-/* The time a call acts at is the one its decision read (V3): a call reads
- * the clock, then CASes; a tick between the two is the call's past. */
-static void clock_read(int tid)
-{
-    hop *h = C.current[tid];
-    if (h) {
-        h->has_clock = true;
-        sched_quiet(true); /* the test clock's read is a switch point too */
-        h->clock = circuit_test_clock_now();
+    if (getenv("CHECKER_TRACE_OPS") && C.b) {
+        circuit_stats st;
+        sched_quiet(true);
+        circuit_get_stats(C.b, &st);
         sched_quiet(false);
+        fprintf(stderr, "op #%d t%d %s ended: %s gen %" PRIu64 " pif %" PRId64 " timed_out %" PRIu64 "\n",
+                (int)(h - C.ops), h->tid, op_names[h->kind], circuit_state_name(st.state), st.generation,
+                st.probes_in_flight, st.timed_out);
     }
 }
+
 static void *ctx_of(const hop *h) { return (void *)(uintptr_t)(h - C.ops + 1); }
 
 static void tick(int64_t ns)
 {
-    hop *h = op_start(OP_TICK);
+    /* an instant of the run's order, not a call of the running thread */
+    if (C.nops >= MAX_OPS) {
+        fprintf(stderr, "checker: more than %d calls in one run\n", MAX_OPS);
+        exit(2);
+    }
+    hop *h = &C.ops[C.nops++];
+    memset(h, 0, sizeof *h);
+    h->kind = OP_TICK;
+    h->tid = sched_tid();
+    h->ticket = -1;
     h->tick = ns;
+    h->start = h->end = sched_event();
     circuit_test_clock_advance(ns);
-    op_end(h);
 }
 
 static int do_allow(void)
@@ -256,6 +255,21 @@ static void run_script(const char *script, int *queue, int *head, int *len)
         case 'n':
             arena_churn();
             break;
+        case 'K': {
+            /* 8 191 closed states while another thread may be stopped
+             * inside a call: the descriptor tags' bound (L1) */
+            sched_quiet(true);
+            circuit_ticket t = CIRCUIT_TICKET_INIT;
+            circuit_rejection rej;
+            for (int i = 0; i < 8191; i++) {
+                circuit_reset(C.b, NULL);
+                if (circuit_allow(C.b, NULL, &t, &rej))
+                    circuit_done(&t, CIRCUIT_FAILURE);
+            }
+            circuit_reset(C.b, NULL);
+            sched_quiet(false);
+            break;
+        }
         case 't':
             tick(C.sc->tick_ns);
             break;
@@ -304,6 +318,16 @@ static void check_step(void *arg)
         MONO(admitted) MONO(rejected) MONO(successes) MONO(failures) MONO(ignored) MONO(late)
         MONO(released) MONO(timed_out) MONO(transitions) MONO(generation)
 #undef MONO
+    }
+    if (getenv("CHECKER_TRACE_OPS") && (!C.have_last || C.last.probes_in_flight != s.probes_in_flight ||
+                                         C.last.state != s.state))
+    {
+        fprintf(stderr, "  step: t%d -> %s gen %" PRIu64 " pif %" PRId64 " core.lo %016" PRIx64 " bm0 %016" PRIx64,
+                sched_tid(), circuit_state_name(s.state), s.generation, s.probes_in_flight, C.b->core.lo,
+                C.b->bitmap[0]);
+        for (int i = 0; i < 4 && i < C.sc->config.probes; i++)
+            fprintf(stderr, " s%d {%016" PRIx64 " %016" PRIx64 "}", i, C.b->slots[i].lo, C.b->slots[i].hi);
+        fprintf(stderr, "\n");
     }
     C.last = s;
     C.have_last = true;
@@ -360,10 +384,11 @@ static bool replay(const int *seq, int len, cmodel **keep)
     memset(mt, 0, sizeof mt);
     bool ok = true;
     for (int i = 0; i < len && ok; i++) {
-        const hop *h = &C.ops[seq[i]];
+        int op = seq[i] & 0xff, choice = seq[i] >> 8;
+        const hop *h = &C.ops[op];
         bool ended = h->end != 0;
-        model_now = h->has_clock ? h->clock : tick_now;
-        void *ctx = (void *)(uintptr_t)(seq[i] + 1);
+        model_now = h->nclocks ? h->clocks[choice] : tick_now;
+        void *ctx = (void *)(uintptr_t)(op + 1);
         switch (h->kind) {
         case OP_ALLOW: {
             circuit_rejection rej = {0};
@@ -371,7 +396,7 @@ static bool replay(const int *seq, int len, cmodel **keep)
             if (ended && (a != h->ok || (!a && (rej.state != h->rej.state ||
                                                rej.retry_after_ns != h->rej.retry_after_ns)))) {
                 snprintf(why, sizeof why, "call %d allow: model %s (%s, %" PRId64 " ns), core %s (%s, %" PRId64 " ns)",
-                         seq[i], a ? "admits" : "rejects", circuit_state_name(rej.state), rej.retry_after_ns,
+                         op, a ? "admits" : "rejects", circuit_state_name(rej.state), rej.retry_after_ns,
                          h->ok ? "admits" : "rejects", circuit_state_name(h->rej.state), h->rej.retry_after_ns);
                 ok = false;
             }
@@ -380,7 +405,7 @@ static bool replay(const int *seq, int len, cmodel **keep)
         case OP_DONE: {
             bool d = cmodel_done(&mt[h->ticket], h->result);
             if (ended && d != h->ok) {
-                snprintf(why, sizeof why, "call %d done: model %d, core %d", seq[i], d, h->ok);
+                snprintf(why, sizeof why, "call %d done: model %d, core %d", op, d, h->ok);
                 ok = false;
             }
             break;
@@ -391,7 +416,7 @@ static bool replay(const int *seq, int len, cmodel **keep)
         case OP_STATE: {
             circuit_state st = cmodel_get_state(m);
             if (ended && st != h->state) {
-                snprintf(why, sizeof why, "call %d get_state: model %s, core %s", seq[i],
+                snprintf(why, sizeof why, "call %d get_state: model %s, core %s", op,
                          circuit_state_name(st), circuit_state_name(h->state));
                 ok = false;
             }
@@ -413,7 +438,7 @@ static bool replay(const int *seq, int len, cmodel **keep)
                 fmt_counts(a, sizeof a, &st.counts);
                 fmt_counts(b, sizeof b, &h->stats.counts);
                 snprintf(why, sizeof why, "call %d get_stats: model %s gen %" PRIu64 " %s, core %s gen %" PRIu64 " %s",
-                         seq[i], circuit_state_name(st.state), st.generation + C.gen_base, a,
+                         op, circuit_state_name(st.state), st.generation + C.gen_base, a,
                          circuit_state_name(h->stats.state), h->stats.generation, b);
                 ok = false;
             }
@@ -423,7 +448,7 @@ static bool replay(const int *seq, int len, cmodel **keep)
         case OP_RESET: {
             int rc = h->kind == OP_ISOLATE ? cmodel_isolate(m, ctx) : cmodel_reset(m, ctx);
             if (ended && rc != h->rc) {
-                snprintf(why, sizeof why, "call %d %s: model %d, core %d", seq[i], op_names[h->kind], rc, h->rc);
+                snprintf(why, sizeof why, "call %d %s: model %d, core %d", op, op_names[h->kind], rc, h->rc);
                 ok = false;
             }
             break;
@@ -451,6 +476,12 @@ static bool trans_eq(const trans *r, const trans *m)
     /* who made a policy or operator transition is part of the answer (O6);
      * a timer's change may be made by any call that notices the time */
     if (r->t.cause == CIRCUIT_CAUSE_TIMER || r->ctx == m->ctx)
+        return true;
+    /* a probe timeout is time-driven too: the call that notices it makes
+     * the policy's transition (P1), whichever that is (the oracle cannot
+     * tell a half-open transition after a timeout from one after a result
+     * once timed_out > 0: it accepts either's call_ctx then) */
+    if (r->t.from == CIRCUIT_HALF_OPEN && r->t.counts.timed_out > 0)
         return true;
     /* O6's stated limit: makers of the same kind racing at the same exact
      * point of a closed state may leave the loser's call_ctx (another
@@ -577,27 +608,56 @@ static bool search(uint64_t mask, int *seq, int depth)
             continue;
         if (C.ops[i].start > min_end)
             continue; /* a call that ended before this one began must come first */
-        seq[depth] = i;
-        if (!replay(seq, depth + 1, NULL)) {
-            if (getenv("CHECKER_TRACE")) {
-                fprintf(stderr, "prefix:");
-                for (int j = 0; j <= depth; j++)
-                    fprintf(stderr, " %d", seq[j]);
-                fprintf(stderr, ": %s\n", why);
+        int nc = C.ops[i].nclocks ? C.ops[i].nclocks : 1;
+        for (int c = 0; c < nc; c++) {
+            seq[depth] = i | (c << 8);
+            if (!replay(seq, depth + 1, NULL)) {
+                if (getenv("CHECKER_TRACE")) {
+                    fprintf(stderr, "prefix:");
+                    for (int j = 0; j <= depth; j++)
+                        fprintf(stderr, " %d", seq[j]);
+                    fprintf(stderr, ": %s\n", why);
+                }
+                if (depth + 1 > best_depth) {
+                    best_depth = depth + 1;
+                    memcpy(best_why, why, sizeof why);
+                }
+                continue;
             }
-            if (depth + 1 > best_depth) {
-                best_depth = depth + 1;
-                memcpy(best_why, why, sizeof why);
-            }
-            continue;
+            if (search(mask | (UINT64_C(1) << i), seq, depth + 1))
+                return true;
         }
-        if (search(mask | (UINT64_C(1) << i), seq, depth + 1))
-            return true;
     }
     return false;
 }
 
 /* ---- a run -------------------------------------------------------------- */
+
+/* A call reads the clock, decides, then CASes, and it may be helped by
+ * another call that read the clock at another moment: its time is the
+ * clock's value at some moment while it ran, not necessarily at its place
+ * in the order (a tick between its read and its CAS is its past). So each
+ * call gets the values the clock took between its start and its end, and
+ * the linearization search tries each. */
+static void op_clocks(void)
+{
+    for (int i = 0; i < C.nops; i++) {
+        hop *h = &C.ops[i];
+        if (h->kind == OP_TICK)
+            continue;
+        int64_t t = clock_base;
+        for (int j = 0; j < C.nops; j++)
+            if (C.ops[j].kind == OP_TICK && C.ops[j].start < h->start)
+                t += C.ops[j].tick;
+        h->clocks[0] = t;
+        h->nclocks = 1;
+        for (int j = 0; j < C.nops && h->nclocks < 8; j++)
+            if (C.ops[j].kind == OP_TICK && C.ops[j].start > h->start && (h->end == 0 || C.ops[j].start < h->end)) {
+                t += C.ops[j].tick;
+                h->clocks[h->nclocks++] = t;
+            }
+    }
+}
 
 static int tq[SCHED_MAX_THREADS][MAX_TICKETS];
 
@@ -637,7 +697,6 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     circuit_test_set_cpus((uint32_t)(sc->ncpu > 0 ? sc->ncpu : 2));
     sched_set_cpus(sc->ncpu > 0 ? sc->ncpu : 2, sc->migrate);
     sched_set_clock(clock_tick);
-    sched_set_clock_read(clock_read);
     make_spec(&C.spec, sc, observe_real);
     if (circuit_new(&C.b, &C.spec, NULL, 0) != 0) {
         fprintf(stderr, "checker: %s: circuit_new refused the scenario's config\n", sc->name);
@@ -676,11 +735,12 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     }
     C.have_last = false;
     int n = nthreads_of(sc);
-    sched_run(o, n, body, NULL, check_step, r);
+    sched_run(o, n, body, NULL, sc->no_step_check ? NULL : check_step, r);
     for (int i = 0; i < n; i++)
         if (!sched_thread_ended(i))
             C.died = true;
     all_ended = !C.died && r->verdict == SCHED_OK;
+    op_clocks();
     bool ok = r->verdict == SCHED_OK;
     if (ok && !sc->no_model) {
         circuit_get_stats(C.b, &final_real);
@@ -698,6 +758,20 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         lin_nodes = 0;
         best_depth = -1;
         best_why[0] = 0;
+        if (getenv("CHECKER_TRACE")) {
+            for (int i = 0; i < C.nreal; i++) {
+                char b[160];
+                fmt_counts(b, sizeof b, &C.real[i].t.counts);
+                fprintf(stderr, "core transition %" PRIu64 ": %s -> %s cause %d %s open_for %" PRId64 " ctx %p\n",
+                        C.real[i].t.generation, circuit_state_name(C.real[i].t.from),
+                        circuit_state_name(C.real[i].t.to), (int)C.real[i].t.cause, b, C.real[i].t.open_for_ns,
+                        C.real[i].ctx);
+            }
+            fprintf(stderr, "core final: %s gen %" PRIu64 " pif %" PRId64 " retry %" PRId64 " timed_out %" PRIu64
+                            " late %" PRIu64 " clock %" PRId64 "\n",
+                    circuit_state_name(final_real.state), final_real.generation, final_real.probes_in_flight,
+                    final_real.retry_after_ns, final_real.timed_out, final_real.late, final_clock - clock_base);
+        }
         if (!search(0, seq, 0)) {
             r->verdict = SCHED_FAILED;
             snprintf(r->message, sizeof r->message, "V3: no linearization of the %d calls: %.900s", C.nops,
@@ -740,13 +814,18 @@ static const scenario scenarios[] = {
     {.name = "halfopen_probes",
      .rules = "P1 S4 T4 T6 C1",
      .about = "an open breaker whose period has ended: the half-open change raced, probes, late settlers",
-     .config = CFG(4, 1, 1000, 1500), .trip_failures = 1, .close_successes = 1,
-     .setup = "aaft", .threads = {"asF", "afS", "ax"}, .ncpu = 2, .tick_ns = 1200},
+     .config = CFG(4, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     /* open at 0, over at 1000; a probe admitted at 1200 (due 2200); the run
+      * starts at 2000 and its ticks cross that due. Ticks add up to less
+      * than probe_timeout, so no probe admitted in the run falls due in it
+      * (finding F2: a probe's due comes from a clock read made before its
+      * record is written) */
+     .setup = "aaftttatt", .threads = {"asF", "afS", "ax"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2},
     {.name = "operator",
      .rules = "OP1 OP2 OP3 O6 S1",
      .about = "isolate and reset race traffic and a trip",
      .config = CFG(2, 1, 1000, 5000), .trip_failures = 1, .close_successes = 1,
-     .threads = {"afas", "oe", "ax"}, .ncpu = 2},
+     .threads = {"afas", "oe", "ax"}, .ncpu = 2, .max_ticks = 2, .tick_ns = 800},
     {.name = "stats_cells",
      .rules = "M1 L6 L7 L8",
      .about = "successes on per-CPU cells with threads that change CPU between reading it and writing",
@@ -761,7 +840,8 @@ static const scenario scenarios[] = {
      .rules = "L1 P1 SH2",
      .about = "a thread may die at any switch point; the others finish every call",
      .config = CFG(2, 1, 1000, 1500), .trip_failures = 1, .close_successes = 1,
-     .setup = "a", .threads = {"afas", "aFx", "oe"}, .ncpu = 2, .max_deaths = 1},
+     .setup = "a", .threads = {"afas", "aFx", "oe"}, .ncpu = 2, .max_deaths = 1, .max_ticks = 2,
+     .tick_ns = 800},
     {.name = "generation_seam",
      .rules = "T2 T6 C1 P1 S4",
      .about = "a half-open state with the 30-bit tag of an older one that left records behind",
@@ -769,19 +849,45 @@ static const scenario scenarios[] = {
      /* g1 open; g2 half-open: a probe's failure (window record), a probe's
       * success (slot 0 freed), a probe held; g3 isolated; its slot released
       * after its due time (left busy) */
-     .setup = "aftafasaotr",
+     .setup = "afttttafasaotttttr",
      .skip_generations = (UINT64_C(1) << 30) - 4, /* the threads' half-open has g2's tag */
-     .setup2 = "aft", .threads = {"asaf", "aax"}, .ncpu = 2, .tick_ns = 1200},
+     .setup2 = "afttt", .threads = {"asaf", "aax"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2},
     {.name = "phantom",
      .rules = "P1 S4",
      .about = "the half-open change made by a late settler while an allow races it",
      .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
-     .setup = "aaft", .threads = {"F", "ax", "g"}, .ncpu = 2, .tick_ns = 1200},
+     .setup = "aaft", .threads = {"F", "ax", "g"}, .ncpu = 2, .tick_ns = 1200, .max_ticks = 1},
+    {.name = "seam_window",
+     .rules = "T6 C1",
+     .about = "half-open window records of an older state under the same 30-bit tag",
+     .config = CFG(2, 4, 1000, 1000), .trip_failures = 1, .close_successes = 1, .probe_stay = true,
+     /* g1 open; g2 half-open: a probe's failure (window record 0); g3 isolated */
+     .setup = "afttttafo",
+     .skip_generations = (UINT64_C(1) << 30) - 4,
+     .setup2 = "afttt", .threads = {"asafasx", "ax"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2},
+    {.name = "seam_slot0",
+     .rules = "T6 S4 P1",
+     .about = "slot 0's bitmap word of an older state under the same tag, bit 0 clear",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1, .probe_stay = true,
+     /* g1 open; g2 half-open: a probe's success frees slot 0; g3 isolated */
+     .setup = "afttttaso",
+     .skip_generations = (UINT64_C(1) << 30) - 4,
+     .setup2 = "afttt", .threads = {"a", "a", "x"}, .ncpu = 2},
+    {.name = "reset_trip",
+     .rules = "OP2 O6 L1",
+     .about = "a reset racing the intent of a failure that trips",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .threads = {"af", "e", "xg"}, .ncpu = 2},
+    {.name = "stale_due",
+     .rules = "P1 S3 TM2",
+     .about = "allows racing the half-open change across clock ticks: whose clock the probe's due is",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .setup = "aafttt", .threads = {"ax", "a", "g"}, .ncpu = 2, .tick_ns = 600, .max_ticks = 2},
     {.name = "descriptor_tags",
      .rules = "L1 C4",
-     .about = "closed points past 8192 closed states (14 bits of the point number)",
-     .config = CFG(2, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
-     .setup = "k", .threads = {"afaf", "ex", "af"}, .ncpu = 2, .no_model = true},
+     .about = "a reset stopped before its descriptor CAS while 8 191 closed states pass",
+     .config = CFG(64, 1, 1000, 5000), .trip_failures = 1, .close_successes = 1,
+     .setup = "af", .threads = {"ex", "Kx"}, .ncpu = 2, .no_model = true, .no_step_check = true},
 };
 
 const scenario *checker_all(int *n)

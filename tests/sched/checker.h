@@ -46,6 +46,8 @@ typedef struct scenario {
     const char *setup2;
     bool probe_stay;              /* the probe policy keeps probing (reopens on nothing) */
     bool no_model;                /* invariants and liveness only (setups too long to replay) */
+    bool no_step_check;           /* no get_stats at every switch point (a planted livelock
+                                   * would spin inside the check, where nothing can stop it) */
 } scenario;
 
 /*
@@ -59,6 +61,8 @@ typedef struct scenario {
  *   n        circuit_new + circuit_free of another breaker (the arena)
  *   t        setup only: move the clock by the scenario's tick
  *   k        setup only: 8192 closed states (isolate + reset, no model)
+ *   K        8191 x (reset, a failure that trips), then a reset: one step of
+ *            the schedule (no switch point inside; no model)
  * A settle letter with no ticket in its queue does nothing.
  */
 

@@ -102,7 +102,8 @@ static long run_one(const scenario *sc, sched_strategy st, const sched_opts *bas
             printf("FAIL %s %s%s%s run %ld (seed %" PRIu64 "): %s: %s\n", sc->name, sched_strategy_name(st),
                    plant_name() ? " plant " : "", plant_name() ? plant_name() : "", done, o.seed,
                    sched_verdict_name(r.verdict), r.message);
-            printf("replay: %s --scenario %s --schedule '%s'\n", argv0, sc->name, r.schedule);
+            printf("replay: %s --scenario %s%s --schedule '%s'\n", argv0, sc->name,
+                   checker_strict_closed_stats ? " --strict-closed-stats" : "", r.schedule);
             break;
         }
         if (st == SCHED_REPLAY)

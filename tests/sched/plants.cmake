@@ -6,16 +6,21 @@
 # source); scenario and arguments ("+" between words): the checker's run
 # that must catch it (schedule.planted.<name> passes when it does).
 set(CIRCUIT_SCHED_PLANTS
-  "PHANTOM_PROBE:probes.c:phantom:--runs+3000+--seconds+10"
-  "HALFOPEN_ALIAS_SLOTS:probes.c:generation_seam:--runs+3000+--seconds+10"
-  "INTENT_CALL_CTX:counting.c:operator:--runs+3000+--seconds+10"
-)
-# Planted (src/, tests/sched/PLANTS.md) but not caught by any scenario yet
-# within 3 x 3000 schedules; not built. What each needs is in PLANTS.md:
-# most need the clock to move inside a schedule (finding F2 in
-# tests/sched/README.md keeps ticks out of the scenarios for now).
-set(CIRCUIT_SCHED_PLANTS_NOT_CAUGHT
-  HALFOPEN_ALIAS_WINDOW SLOT0_BIT STATS_GEN_WIDEN TIMEOUT_FREE_THEN_COUNT
-  INTENT_STALE_MAKER STATE_READ_STALE OPERATOR_STALE_CLOCK PROBE_STALE_CLOCK
-  RESET_INTENT_EALREADY STATS_MOVED_RING DESC_TAG14 ACQ_RESTART
+  "PHANTOM_PROBE:probes.c:phantom:--runs+2000+--seconds+4"
+  "HALFOPEN_ALIAS_SLOTS:probes.c:generation_seam:--runs+2000+--seconds+4"
+  "INTENT_CALL_CTX:counting.c:operator:--runs+2000+--seconds+4"
+  "RESERVE_STALE_DUE:probes.c:stale_due:--runs+2000+--seconds+4"
+  "SEAM_BIT0_ABA:probes.c:seam_window:--runs+2000+--seconds+4"
+  "HALFOPEN_ALIAS_WINDOW:probes.c:seam_window:--runs+2000+--seconds+4"
+  "SLOT0_BIT:probes.c:seam_slot0:--runs+2000+--seconds+4"
+  "STATS_GEN_WIDEN:word.c:closed_trip:--runs+2000+--seconds+4"
+  "TIMEOUT_FREE_THEN_COUNT:probes.c:halfopen_probes:--runs+2000+--seconds+4"
+  "RESET_INTENT_EALREADY:breaker.c:reset_trip:--runs+2000+--seconds+4"
+  "DESC_TAG14:*:descriptor_tags:--runs+2000+--seconds+4"
+  "INTENT_STALE_MAKER:counting.c:all:--runs+2000+--seconds+4"
+  "STATE_READ_STALE:*:deaths:--runs+2000+--seconds+4"
+  "OPERATOR_STALE_CLOCK:breaker.c:all:--runs+2000+--seconds+4"
+  "PROBE_STALE_CLOCK:counting.c:operator:--runs+2000+--seconds+4"
+  "STATS_MOVED_RING:counting.c:all:--runs+2000+--seconds+4"
+  "ACQ_RESTART:counting.c:all:--runs+2000+--seconds+4"
 )

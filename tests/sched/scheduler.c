@@ -63,7 +63,6 @@ static struct {
 static int g_ncpu = 1;
 static bool g_migrate;
 static void (*g_tick)(int64_t);
-static void (*g_clock_read)(int tid);
 
 /* DFS state, kept across runs */
 static dstep *D;
@@ -368,10 +367,6 @@ void sched_point(int kind, const void *addr)
         my_quiet = false;
     }
     reschedule(me);
-    /* a clock read follows this point with no switch in between: the
-     * scenario may note the time the call is about to read */
-    if (kind == SCHED_KIND_CLOCK && g_clock_read && !R.abort)
-        g_clock_read(me);
 }
 
 void sched_op_begin(void)
@@ -398,7 +393,6 @@ void sched_set_cpus(int ncpu, bool migrate)
     g_migrate = migrate;
 }
 void sched_set_clock(void (*tick)(int64_t ns)) { g_tick = tick; }
-void sched_set_clock_read(void (*fn)(int tid)) { g_clock_read = fn; }
 
 int circuit__sched_cpu(void);
 int circuit__sched_cpu(void)

@@ -102,10 +102,7 @@ void sched_quiet(bool on);     /* this thread's switch points do nothing */
  * write that uses it. */
 void sched_set_cpus(int ncpu, bool migrate);
 void sched_set_clock(void (*tick)(int64_t ns));
-/* Called after a switch point of kind SCHED_KIND_CLOCK (the core's clock
- * read follows at once): the calling scenario thread's id. */
-#define SCHED_KIND_CLOCK 15
-void sched_set_clock_read(void (*fn)(int tid));
+
 /* Events in the run's total order (a counter every recorded event takes). */
 uint64_t sched_event(void);
 void sched_event_reset(void); /* back to 0 (the checker, before a run's setup) */
