@@ -476,6 +476,11 @@ static void hint_note(circuit_breaker *b, int64_t due)
  * slot, due at `due`. False when slot 0 holds no such reservation. */
 static bool slot0_adopt(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *reuse)
 {
+#if defined(CIRCUIT_PLANT_NO_ADOPT)
+    /* PLANTED BUG (tests/sched/PLANTS.md): the reservation is never taken over */
+    (void)b, (void)gen, (void)due, (void)reuse;
+    return false;
+#endif
     circuit__u128 *s = &b->slots[0];
     circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
     while (slot0_phantom(cur, gen)) {
@@ -546,8 +551,13 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint64_t lo)
     }
     /* slot 0's bit held by a reservation that is no probe (SLOT 0 above).
      * acquire: table slots (a count for stats: a value the record held) */
+#if !defined(CIRCUIT_PLANT_PIF_RESERVATION)
     if (bit0 && (lo & CIRCUIT__LO_NO_PROBE0) && slot0_phantom(circuit__ld128_acq(&b->slots[0]), gen))
         n--;
+#else
+    /* PLANTED BUG (tests/sched/PLANTS.md): the reservation counts as a probe */
+    (void)bit0;
+#endif
     return n;
 }
 
@@ -769,8 +779,13 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
                 circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
                 if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
                     continue;
+#if !defined(CIRCUIT_PLANT_SCAN_RESERVATION)
                 if (slot == 0 && no_probe0 && slot0_phantom(sv, gen))
                     continue; /* no probe: nothing to time out (SLOT 0 above) */
+#else
+                /* PLANTED BUG (tests/sched/PLANTS.md): the reservation times out */
+                (void)no_probe0;
+#endif
                 int64_t due = slot_due(sv.hi);
                 if (due > now) {
                     if (due < rest)
