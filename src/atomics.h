@@ -39,12 +39,10 @@
  *     to be fooled is the low half leaving and returning to the very same
  *     value between two loads a few instructions apart, which for the words
  *     read this way takes a wrap of a 30-bit generation plus a 31-bit
- *     sequence (or of a 64-bit version). The intent records are the
- *     exception: their low half is a caller's call_ctx, which may repeat,
- *     so a read may pair one maker's call_ctx with another's key (O6 then
- *     names that call_ctx; a CAS from such a value fails, both halves being
- *     compared). TSan builds use one 16-byte atomic load instead (TSan must
- *     see the access).
+ *     sequence (or of a 64-bit version; for the intent records, their key
+ *     {generation tag, kind, point}, which only grows, while the call_ctx
+ *     in their high half may repeat). TSan builds use one 16-byte atomic
+ *     load instead (TSan must see the access).
  *
  * The happens-before marks (circuit__tsan_release/acquire) are for the one
  * place where synchronisation flows through code TSan cannot see: liburcu's

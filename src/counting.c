@@ -861,14 +861,16 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
     if (circuit__cintent(wi.lo) == CIRCUIT__INTENT_FOLD)
         return; /* a fold makes no transition: nothing to observe */
     circuit__u128 *rec = intent_ctx_of(b, wi);
-    circuit__u128 want = {(uint64_t)(uintptr_t)call_ctx, intent_key(wi)};
+    /* the key in the low half: a 16-byte read checks the low half twice,
+     * and keys only grow, where call_ctx values repeat (atomics.h) */
+    circuit__u128 want = {intent_key(wi), (uint64_t)(uintptr_t)call_ctx};
     circuit__u128 x = circuit__ld128_acq(rec); /* acquire: table intent_ctx */
     while (x.lo != want.lo || x.hi != want.hi) {
         /* A record of a later point (k only grows, never restarts) is a
          * newer maker's: ours was computed from a word that has moved on,
          * its intent CAS will fail, and it must not hide the newer one */
 #if !defined(CIRCUIT_PLANT_INTENT_STALE_MAKER)
-        if (x.hi != 0 && (int32_t)((uint32_t)x.hi - circuit__ck(wi.hi)) > 0)
+        if (x.lo != 0 && (int32_t)((uint32_t)x.lo - circuit__ck(wi.hi)) > 0)
             return;
 #else
         /* PLANTED BUG (tests/sched/PLANTS.md): a stale
@@ -885,7 +887,7 @@ static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *ow
 {
     /* acquire: after the caller's acquire of the intent word (table intent_ctx) */
     circuit__u128 x = circuit__ld128_acq(intent_ctx_of(b, wi));
-    return x.hi == intent_key(wi) ? (void *)(uintptr_t)x.lo : own;
+    return x.lo == intent_key(wi) ? (void *)(uintptr_t)x.hi : own;
 }
 
 void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,

@@ -262,7 +262,7 @@ struct circuit_breaker {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     uint64_t k_next;                       /* the next closed state's first point k0 */
-    circuit__u128 intent_ctx[2];           /* {call_ctx, key}: who made the newest trip [0] and
+    circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who made the newest trip [0] and
                                             * isolate [1] intent (O6) */
 
     /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
