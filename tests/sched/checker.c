@@ -109,7 +109,7 @@ static void make_spec(circuit_spec *s, const scenario *sc, circuit_observe_fn ob
 
 /* ---- recording calls --------------------------------------------------- */
 
-static hop *op_start(enum op_kind k)
+static hop *hop_new(enum op_kind k)
 {
     if (C.nops >= MAX_OPS) {
         fprintf(stderr, "checker: more than %d calls in one run\n", MAX_OPS);
@@ -121,6 +121,12 @@ static hop *op_start(enum op_kind k)
     h->tid = sched_tid();
     h->ticket = -1;
     h->start = sched_event();
+    return h;
+}
+
+static hop *op_start(enum op_kind k)
+{
+    hop *h = hop_new(k);
     sched_op_begin();
     return h;
 }
@@ -144,17 +150,9 @@ static void *ctx_of(const hop *h) { return (void *)(uintptr_t)(h - C.ops + 1); }
 static void tick(int64_t ns)
 {
     /* an instant of the run's order, not a call of the running thread */
-    if (C.nops >= MAX_OPS) {
-        fprintf(stderr, "checker: more than %d calls in one run\n", MAX_OPS);
-        exit(2);
-    }
-    hop *h = &C.ops[C.nops++];
-    memset(h, 0, sizeof *h);
-    h->kind = OP_TICK;
-    h->tid = sched_tid();
-    h->ticket = -1;
+    hop *h = hop_new(OP_TICK);
     h->tick = ns;
-    h->start = h->end = sched_event();
+    h->end = h->start;
     circuit_test_clock_advance(ns);
 }
 
