@@ -24,8 +24,8 @@ bool circuit__transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
  * from the open word `*c`, the caller having reserved probe slot 0
  * (probes.c). `slot0_probe`: the caller is an allow, and that reservation
  * becomes its probe in this CAS; otherwise the new word carries
- * CIRCUIT__LO_NO_PROBE0 and the reservation is no probe (P1, S4 as
- * amended in 0.4). Returns as circuit__transition. */
+ * CIRCUIT__LO_NO_PROBE0 and the reservation is no probe (P1, S4).
+ * Returns as circuit__transition. */
 bool circuit__transition_half_open(circuit_breaker *b, circuit__u128 *c, bool slot0_probe,
                                    int64_t at, void *call_ctx);
 
