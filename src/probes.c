@@ -258,6 +258,10 @@ static bool slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, ui
             /* acquire: the check follows the read above */
             if (circuit__ld128_lo_acq(&b->core) != open_lo)
                 return false;
+            /* this CAS may land after the transition, on the winner's live
+             * probe: a scan that read the older due counts the new one
+             * (timeout_one) */
+            CIRCUIT__HOOK(CIRCUIT_TP_RESERVE_BEFORE_RAISE);
             /* sc: table slots */
             if (circuit__cas128_sc(s, &cur, (circuit__u128){cur.lo, (uint64_t)mine | SLOT_RESERVED})) {
                 *reuse = slot_reuse(cur.lo);
@@ -697,10 +701,15 @@ typedef struct due_slot {
 
 /* Times out the probe of scan entry e (generation gen) unless it was
  * settled, or timed out by another thread, first: finishes the claim in
- * progress, if any, then claims this one (a) and finishes it. */
-static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, void *call_ctx)
+ * progress, if any, then claims this one (a) and finishes it. Returns the
+ * probe's due time if it is still in flight and not due at `now` (slot 0's
+ * due can be raised after the scan read it, slot0_reserve): the scan's next
+ * hint must cover it; INT64_MAX otherwise. */
+static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, int64_t now,
+                           void *call_ctx)
 {
     uint64_t tag = e->tag & ~SLOT_TAKEN;
+    int64_t due = e->due;
     circuit__u128 w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
     for (;;) {
         if (claim_active(w)) {
@@ -719,18 +728,32 @@ static void timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, voi
             w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
             continue;
         }
-        if (sv.lo != tag || slot_due(sv.hi) != e->due)
-            return; /* settled, or timed out and counted by another thread */
+        if (sv.lo != tag)
+            return INT64_MAX; /* settled, or timed out and counted by another thread */
+#if !defined(CIRCUIT_PLANT_SCAN_FIXED_DUE)
+        if (slot_due(sv.hi) != due) {
+            /* the same probe, its due raised: due later, or still due */
+            due = slot_due(sv.hi);
+            if (due > now)
+                return due;
+        }
+#else
+        /* PLANTED BUG (tests/sched/PLANTS.md): a raised due is taken for a
+         * settled probe, and the scan's hint passes it */
+        (void)now;
+        if (slot_due(sv.hi) != due)
+            return INT64_MAX;
+#endif
         circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
         if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
-            return;
+            return INT64_MAX;
         claim k = {claim_of(w).n + 1, circuit__hi_to(c.hi), e->slot, gen, slot_reuse(tag)};
         circuit__u128 nw = claim_word(&k);
         CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM);
         if (circuit__cas128_sc(&b->probe_claim, &w, nw)) { /* sc: table probe_claim */
             CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_CLAIMED);
             claim_finish(b, nw, call_ctx);
-            return;
+            return INT64_MAX;
         }
         /* lost: w is the claim word's new value */
     }
@@ -813,9 +836,11 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
         }
 
         for (int k = 0; k < n; k++) {
-            timeout_one(b, gen, &batch[k], call_ctx);
+            int64_t later = timeout_one(b, gen, &batch[k], now, call_ctx);
             if (core_gen(b) != gen)
                 return true;
+            if (later < rest)
+                rest = later;
         }
         if (more)
             continue;
@@ -854,6 +879,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
 #else
             bool slot0_probe = slot0 != NULL;
 #endif
+            CIRCUIT__HOOK(CIRCUIT_TP_HALFOPEN_BEFORE_CAS);
             if (circuit__transition_half_open(b, &c, slot0_probe, now, call_ctx)) {
                 if (slot0) {
                     /* S3: an allow made the transition, so the reservation

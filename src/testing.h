@@ -68,6 +68,9 @@ typedef enum circuit_test_point {
                                        * totals and the second load of the flush control word */
     CIRCUIT_TP_DESC_BEFORE_CAS,       /* a closed point's descriptor D_k: the word checked at
                                        * k, before the CAS of its slot (counting.c desc_put) */
+    CIRCUIT_TP_RESERVE_BEFORE_RAISE,  /* slot0_reserve: a racer's reservation found, the word
+                                       * checked open, before the CAS raising its due time */
+    CIRCUIT_TP_HALFOPEN_BEFORE_CAS,   /* advance: slot 0 reserved, before the open -> half-open CAS */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

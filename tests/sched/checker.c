@@ -165,6 +165,11 @@ static int do_allow(void)
     circuit_ticket *t = &C.tickets[k];
     *t = (circuit_ticket)CIRCUIT_TICKET_INIT;
     h->ok = circuit_allow(C.b, ctx_of(h), t, &h->rej);
+    /* B1, S3: a refusal while open names the time left, within the period */
+    if (!h->ok && h->rej.state == CIRCUIT_OPEN &&
+        (h->rej.retry_after_ns < 1 || h->rej.retry_after_ns > C.sc->config.open_for_ns))
+        sched_fail("S3: refused open with retry_after %" PRId64 " ns, the period is %" PRId64 " ns",
+                   h->rej.retry_after_ns, C.sc->config.open_for_ns);
     C.ticket_live[k] = h->ok;
     if (h->ok)
         C.admits_ended++;
@@ -293,6 +298,10 @@ static void check_step(void *arg)
         sched_fail("S1: state %d is no state", (int)s.state);
     if (s.probes_in_flight < 0 || s.probes_in_flight > sc->config.probes)
         sched_fail("P1: %" PRId64 " probes in flight, P = %d", s.probes_in_flight, sc->config.probes);
+    if (s.retry_after_ns < 0 || s.retry_after_ns > sc->config.open_for_ns ||
+        (s.state != CIRCUIT_OPEN && s.retry_after_ns != 0))
+        sched_fail("M1: retry_after %" PRId64 " ns while %s, the period is %" PRId64 " ns", s.retry_after_ns,
+                   circuit_state_name(s.state), sc->config.open_for_ns);
     if (s.state != CIRCUIT_HALF_OPEN && s.probes_in_flight != 0)
         sched_fail("P1: %" PRId64 " probes in flight while %s", s.probes_in_flight,
                    circuit_state_name(s.state));
@@ -350,6 +359,7 @@ static void observe_model(void *arg, void *ctx, const circuit_transition *t)
 
 static char why[1024];
 bool checker_strict_closed_stats;
+bool checker_monotone_time;
 static int64_t clock_base;
 
 static bool counts_eq(const circuit_counts *a, const circuit_counts *b)
@@ -385,7 +395,18 @@ static bool replay(const int *seq, int len, cmodel **keep)
         int op = seq[i] & 0xff, choice = seq[i] >> 8;
         const hop *h = &C.ops[op];
         bool ended = h->end != 0;
-        model_now = h->nclocks ? h->clocks[choice] : tick_now;
+        int64_t t = h->nclocks ? h->clocks[choice] : tick_now;
+        /* --monotone-time: time never runs backwards along the order (a
+         * call placed after another acts at its time or later). Off by
+         * default: a call that read the clock, then CASed after a pure read
+         * had reported the later time, fits no such order (finding F2) */
+        if (checker_monotone_time && t < model_now) {
+            snprintf(why, sizeof why, "call %d at %" PRId64 " ns placed after a call at %" PRId64 " ns", op,
+                     t - clock_base, model_now - clock_base);
+            ok = false;
+            break;
+        }
+        model_now = t;
         void *ctx = (void *)(uintptr_t)(op + 1);
         switch (h->kind) {
         case OP_ALLOW: {
@@ -465,35 +486,58 @@ static bool replay(const int *seq, int len, cmodel **keep)
     return ok;
 }
 
+/* The call whose ctx a transition carries: an allow (a done's transition
+ * carries its ticket's ctx), an isolate or a reset; NULL for none. */
+static const hop *ctx_op(void *ctx)
+{
+    uintptr_t i = (uintptr_t)ctx;
+    if (i < 1 || i > (uintptr_t)C.nops)
+        return NULL;
+    return &C.ops[i - 1];
+}
+
+/* The failure's done that settled the ticket of allow a (NULL: none). */
+static const hop *failure_of(const hop *a)
+{
+    for (int i = 0; i < C.nops; i++)
+        if (C.ops[i].kind == OP_DONE && C.ops[i].ticket == a->ticket && C.ops[i].result == CIRCUIT_FAILURE)
+            return &C.ops[i];
+    return NULL;
+}
+
+static bool overlap(const hop *a, const hop *b)
+{
+    uint64_t ae = a->end ? a->end : UINT64_MAX, be = b->end ? b->end : UINT64_MAX;
+    return a->start < be && b->start < ae;
+}
+
 static bool trans_eq(const trans *r, const trans *m)
 {
     if (r->t.from != m->t.from || r->t.to != m->t.to || r->t.cause != m->t.cause ||
         r->t.generation != m->t.generation + C.gen_base || !counts_eq(&r->t.counts, &m->t.counts) ||
         r->t.open_for_ns != m->t.open_for_ns)
         return false;
-    /* who made a policy or operator transition is part of the answer (O6);
-     * a timer's change may be made by any call that notices the time */
-    if (r->t.cause == CIRCUIT_CAUSE_TIMER || r->ctx == m->ctx)
+    if (r->ctx == m->ctx)
         return true;
-    /* a probe timeout is time-driven too: the call that notices it makes
-     * the policy's transition (P1), whichever that is (the oracle cannot
+    const hop *rh = ctx_op(r->ctx), *mh = ctx_op(m->ctx);
+    if (!rh)
+        return false; /* a ctx no call of the run gave */
+    /* time-driven changes (a period's end, a probe timeout) are made by the
+     * call that notices the time, whichever that is (P1); the oracle cannot
      * tell a half-open transition after a timeout from one after a result
-     * once timed_out > 0: it accepts either's call_ctx then) */
-    if (r->t.from == CIRCUIT_HALF_OPEN && r->t.counts.timed_out > 0)
-        return true;
-    /* O6's stated limit: makers of the same kind racing at the same exact
-     * point of a closed state may leave the loser's call_ctx (another
-     * failing call's, another isolate's) */
-    if (r->t.from == CIRCUIT_CLOSED && r->ctx) {
-        const hop *h = &C.ops[(uintptr_t)r->ctx - 1];
-        if (r->t.to == CIRCUIT_OPEN && h->kind == OP_ALLOW) {
-            for (int i = 0; i < C.nops; i++)
-                if (C.ops[i].kind == OP_DONE && C.ops[i].ticket == h->ticket &&
-                    C.ops[i].result == CIRCUIT_FAILURE)
-                    return true;
+     * once timed_out > 0, and accepts either's caller then */
+    if (r->t.cause == CIRCUIT_CAUSE_TIMER || (r->t.from == CIRCUIT_HALF_OPEN && r->t.counts.timed_out > 0))
+        return rh->kind == OP_ALLOW || rh->kind == OP_ISOLATE || rh->kind == OP_RESET;
+    /* O6's stated limit: a maker of the same kind racing the winner at the
+     * same exact point of a closed state (the two calls overlap) may leave
+     * its call_ctx */
+    if (r->t.from == CIRCUIT_CLOSED && mh) {
+        if (r->t.to == CIRCUIT_OPEN && rh->kind == OP_ALLOW && mh->kind == OP_ALLOW) {
+            const hop *rf = failure_of(rh), *mf = failure_of(mh);
+            return rf && mf && overlap(rf, mf);
         }
-        if (r->t.to == CIRCUIT_ISOLATED && h->kind == OP_ISOLATE)
-            return true;
+        if (r->t.to == CIRCUIT_ISOLATED && rh->kind == OP_ISOLATE && mh->kind == OP_ISOLATE)
+            return overlap(rh, mh);
     }
     return false;
 }
@@ -722,6 +766,7 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         circuit_reset(C.b, NULL);
         circuit_get_stats(C.b, &C.base);
         C.gen_base = C.base.generation;
+        clock_base = circuit_test_clock_now(); /* the model starts here, at this time */
         C.trans_base = C.base.transitions;
         C.nreal = 0;
         C.nops = 0;
@@ -881,6 +926,11 @@ static const scenario scenarios[] = {
      .about = "a reset racing the intent of a failure that trips",
      .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
      .threads = {"af", "e", "xg"}, .ncpu = 2},
+    {.name = "o6_makers",
+     .rules = "O6 C4 L1",
+     .about = "three failing calls race to make the trip's intent at successive points",
+     .config = CFG(4, 1, 1000, 1000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"af", "af", "af"}, .ncpu = 2},
     {.name = "stale_due",
      .rules = "P1 S3 TM2",
      .about = "allows racing the half-open change across clock ticks: whose clock the probe's due is",

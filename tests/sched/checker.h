@@ -80,6 +80,9 @@ typedef struct checker_stats {
 /* Compare a closed get_stats' counts too (known finding F1: they can
  * fail; tests/sched/README.md). */
 extern bool checker_strict_closed_stats;
+/* Time never runs backwards along a linearization (finding F2 makes the
+ * shipped core fail it; tests/sched/README.md). */
+extern bool checker_monotone_time;
 
 /* One schedule of the scenario; false when it failed (r says why). */
 bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long *lin_nodes);

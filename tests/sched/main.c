@@ -102,8 +102,9 @@ static long run_one(const scenario *sc, sched_strategy st, const sched_opts *bas
             printf("FAIL %s %s%s%s run %ld (seed %" PRIu64 "): %s: %s\n", sc->name, sched_strategy_name(st),
                    plant_name() ? " plant " : "", plant_name() ? plant_name() : "", done, o.seed,
                    sched_verdict_name(r.verdict), r.message);
-            printf("replay: %s --scenario %s%s --schedule '%s'\n", argv0, sc->name,
-                   checker_strict_closed_stats ? " --strict-closed-stats" : "", r.schedule);
+            printf("replay: %s --scenario %s%s%s --schedule '%s'\n", argv0, sc->name,
+                   checker_strict_closed_stats ? " --strict-closed-stats" : "",
+                   checker_monotone_time ? " --monotone-time" : "", r.schedule);
             break;
         }
         if (st == SCHED_REPLAY)
@@ -129,7 +130,8 @@ static long run_one(const scenario *sc, sched_strategy st, const sched_opts *bas
 static void usage(void)
 {
     fprintf(stderr, "usage: %s [--scenario NAME|all] [--strategy random|pct|dfs|all] [--runs N] [--seconds S]\n"
-                    "       [--seed N] [--depth D] [--preemptions B] [--expect-fail] [--schedule STRING]\n",
+                    "       [--seed N] [--depth D] [--preemptions B] [--expect-fail] [--schedule STRING]\n"
+                    "       [--strict-closed-stats] [--monotone-time] [--plant NAME]\n",
             argv0);
     int n;
     const scenario *s = checker_all(&n);
@@ -171,6 +173,8 @@ int main(int argc, char **argv)
             g_plant = argv[++i];
         else if (!strcmp(a, "--strict-closed-stats"))
             checker_strict_closed_stats = true;
+        else if (!strcmp(a, "--monotone-time"))
+            checker_monotone_time = true;
         else if (!strcmp(a, "--expect-fail"))
             expect_fail = true;
         else

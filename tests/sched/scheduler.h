@@ -72,7 +72,7 @@ typedef struct sched_result {
     long switches;          /* choices that ran another thread */
     long points[SCHED_MAX_THREADS];
     char message[1024];     /* what failed */
-    char schedule[65536];   /* the choice string: replays the run */
+    char schedule[262144];  /* the choice string: replays the run */
 } sched_result;
 
 typedef void (*sched_body_fn)(void *arg, int tid);
