@@ -146,16 +146,16 @@ typedef struct circuit_consecutive {
 
 /**
  * circuit_consecutive_init - validate and fill a consecutive policy.
- * @p:          the struct to fill; on EINVAL it is zeroed.
- * @failures:   failures in a row that open the breaker, 1..CIRCUIT_RUN_MAX.
- * @successes:  probe successes in a row that close it, 1..CIRCUIT_RUN_MAX.
- * @errbuf:     on EINVAL, ONE message naming every invalid argument with its
+ * p:          the struct to fill; on EINVAL it is zeroed.
+ * failures:   failures in a row that open the breaker, 1..CIRCUIT_RUN_MAX.
+ * successes:  probe successes in a row that close it, 1..CIRCUIT_RUN_MAX.
+ * errbuf:     on EINVAL, ONE message naming every invalid argument with its
  *              bound and the value given; may be NULL.
- * @errbuf_len: size of errbuf in bytes.
+ * errbuf_len: size of errbuf in bytes.
  *
  * Returns 0 or EINVAL. Writes only *p and errbuf. Thread-safe as long as no
  * other thread uses *p at the same time.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_consecutive_init(circuit_consecutive *p, int64_t failures,
                                          int64_t successes, char *errbuf,
@@ -163,12 +163,12 @@ CIRCUIT_API int circuit_consecutive_init(circuit_consecutive *p, int64_t failure
 
 /**
  * circuit_consecutive_policy - the policy for circuit_spec.policy.
- * @p: a struct filled by circuit_consecutive_init. It is NOT copied: the
+ * p: a struct filled by circuit_consecutive_init. It is NOT copied: the
  *     policy's arg points to it, so it must stay valid and unchanged for as
  *     long as any breaker built with the policy exists.
  *
  * The returned trip and probe functions are pure (see "Thread-safety").
- * Aborts: @p is NULL, or holds values circuit_consecutive_init would reject
+ * Aborts: p is NULL, or holds values circuit_consecutive_init would reject
  * (for example a struct zeroed by a failed init).
  */
 CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive *p);
@@ -237,25 +237,25 @@ typedef struct circuit_failure_rate {
 
 /**
  * circuit_failure_rate_init - validate and fill a failure-rate policy.
- * @p:           the struct to fill; on EINVAL it is zeroed.
- * @cfg:         the config of the breaker(s) the policy is for, or NULL
+ * p:           the struct to fill; on EINVAL it is zeroed.
+ * cfg:         the config of the breaker(s) the policy is for, or NULL
  *               (0.3) to initialise the policy from its own parameters.
  *               Only cfg->window is read (a min_results larger than the
  *               window could never be reached). Not retained. With NULL,
  *               min_results is checked against 1..CIRCUIT_MAX_COUNT here and
  *               against each breaker's window when circuit_new builds it
  *               (the policy's check, K1).
- * @min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
- * @ratio:       in (0, 1]; NaN is invalid.
- * @successes:   1..CIRCUIT_RUN_MAX.
- * @errbuf:      on EINVAL, ONE message naming every invalid argument with
+ * min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
+ * ratio:       in (0, 1]; NaN is invalid.
+ * successes:   1..CIRCUIT_RUN_MAX.
+ * errbuf:      on EINVAL, ONE message naming every invalid argument with
  *               its bound and the value given; may be NULL.
- * @errbuf_len:  size of errbuf in bytes.
+ * errbuf_len:  size of errbuf in bytes.
  *
  * If cfg->window is itself outside 1..CIRCUIT_MAX_COUNT, that is reported
  * too (EINVAL) and min_results is checked against 1..CIRCUIT_MAX_COUNT.
  * Returns 0 or EINVAL. Writes only *p and errbuf.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg,
                                           int64_t min_results, double ratio,
@@ -264,7 +264,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
 
 /**
  * circuit_failure_rate_policy - the policy for circuit_spec.policy.
- * @p: a struct filled by circuit_failure_rate_init; NOT copied (the policy's
+ * p: a struct filled by circuit_failure_rate_init; NOT copied (the policy's
  *     arg points to it): it must stay valid and unchanged for as long as any
  *     breaker built with the policy exists.
  *
@@ -273,7 +273,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
  * min_results and the window, when config.window < p->min_results; it
  * accepts every other config (circuit_new itself reports a window outside
  * 1..CIRCUIT_MAX_COUNT).
- * Aborts: @p is NULL, or holds values circuit_failure_rate_init would reject
+ * Aborts: p is NULL, or holds values circuit_failure_rate_init would reject
  * whatever the window (min_results outside 1..CIRCUIT_MAX_COUNT, ratio
  * outside (0, 1], successes outside 1..CIRCUIT_RUN_MAX), for example a
  * struct zeroed by a failed init.
@@ -344,19 +344,19 @@ typedef struct circuit_backoff_exponential {
 
 /**
  * circuit_backoff_exponential_init - validate and fill the parameters.
- * @p:          the struct to fill; on EINVAL it is zeroed.
- * @base_ns:    first open period, ns, > 0 (CIRCUIT_S(1), CIRCUIT_MS(500)).
- * @cap_ns:     longest open period, ns, >= base_ns (equal: no growth).
- * @jitter:     largest share of a period cut off, in [0, 1); NaN is invalid.
- * @seed:       any value (see circuit_backoff_exponential).
- * @errbuf:     on EINVAL, ONE message naming every invalid argument with its
+ * p:          the struct to fill; on EINVAL it is zeroed.
+ * base_ns:    first open period, ns, > 0 (CIRCUIT_S(1), CIRCUIT_MS(500)).
+ * cap_ns:     longest open period, ns, >= base_ns (equal: no growth).
+ * jitter:     largest share of a period cut off, in [0, 1); NaN is invalid.
+ * seed:       any value (see circuit_backoff_exponential).
+ * errbuf:     on EINVAL, ONE message naming every invalid argument with its
  *              bound and the value given, e.g. "invalid
  *              circuit_backoff_exponential: base_ns = 0 (must be > 0);
  *              jitter = 1 (must be in [0, 1))"; may be NULL.
- * @errbuf_len: size of errbuf in bytes.
+ * errbuf_len: size of errbuf in bytes.
  *
  * Returns 0 or EINVAL. Writes only *p and errbuf.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
                                                  int64_t base_ns, int64_t cap_ns,
@@ -365,26 +365,26 @@ CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
 
 /**
  * circuit_backoff_exponential_open_for - the circuit_open_for_fn.
- * @arg:  a const circuit_backoff_exponential * filled by _init.
- * @info: what the core says about the open state being entered.
+ * arg:  a const circuit_backoff_exponential * filled by _init.
+ * info: what the core says about the open state being entered.
  *
  * Returns the period of the formula above, >= 1. Pure (B3): reads only
  * *arg and *info, writes nothing, takes no lock; safe on any number of
  * threads at once. Also callable directly, to log or test the schedule.
- * Aborts: @arg or @info is NULL, or *arg holds values _init would reject.
+ * Aborts: arg or info is NULL, or *arg holds values _init would reject.
  */
 CIRCUIT_API int64_t circuit_backoff_exponential_open_for(void *arg,
                                                          const circuit_open_info *info);
 
 /**
  * circuit_backoff_exponential_use - set spec->open_for and spec->open_for_arg.
- * @spec: the spec being filled for circuit_new.
- * @p:    a struct filled by circuit_backoff_exponential_init; NOT copied: it
+ * spec: the spec being filled for circuit_new.
+ * p:    a struct filled by circuit_backoff_exponential_init; NOT copied: it
  *        must stay valid and unchanged while any breaker built with it exists.
  *
  * Equivalent to .open_for = circuit_backoff_exponential_open_for,
  * .open_for_arg = p, after checking *p.
- * Aborts: @spec or @p is NULL, or *p holds values _init would reject.
+ * Aborts: spec or p is NULL, or *p holds values _init would reject.
  */
 CIRCUIT_API void circuit_backoff_exponential_use(circuit_spec *spec,
                                                  const circuit_backoff_exponential *p);
