@@ -66,10 +66,25 @@
  *   counts if it arrives before the state changes (P2). Reopening on a
  *   timeout would keep a slow but healthy dependency cut off for good.
  *   A dependency that hangs is caught by the call's own deadline instead:
- *   give every call a deadline shorter than probe_timeout_ns and report its
+ *   give every call a deadline no longer than probe_timeout_ns, report its
  *   expiry as -ETIMEDOUT, which both classifiers count as a failure, and a
  *   failed probe reopens the breaker. A caller who wants timeouts to reopen
  *   writes a probe function that looks at counts->timed_out.
+ *
+ * A hung or half-healthy upstream
+ *   Hung (it accepts calls and never answers): every call in flight before
+ *   the first deadline expires fails (-ETIMEDOUT), and the breaker opens when
+ *   the policy's condition is met. While half-open a probe keeps its slot for
+ *   probe_timeout_ns; if that is SHORTER than the call's deadline, the slot is
+ *   freed while the first probe still hangs, a second probe is admitted, and
+ *   the first one's result comes late (not counted). Keep probe_timeout_ns >=
+ *   the call's deadline.
+ *   Half-healthy (some calls fail): any failed probe reopens, and
+ *   circuit_backoff_exponential doubles the period at each reopen. With base
+ *   1 s, no jitter and successes 2, an upstream failing one call in two stays
+ *   cut off 1 + 2 + 4 + 8 = 15 s or more in about 4 cases out of 10. If that is
+ *   too strict, lower cap_ns, or write a probe function that reopens on a
+ *   share of failures among several probes (config.probes > 1).
  *
  * Three ways a call can end without an answer, and which the presets count
  *   1. The caller gave up: its client went away, the request was aborted, the
