@@ -36,10 +36,10 @@
  * circuit_policy and circuit_spec; what a thread did before the call that made
  * a transition happens-before the observe call that delivers it.
  *
- * Stats, when no call runs: admitted = successes + failures + ignored + late + released + live tickets
- *
- * A hung upstream: keep config.probe_timeout_ns >= the call's own deadline
- * (circuit_config). Rule ids in brackets (C1, T7) are in docs/CONTRACT.md.
+ * Stats, no call running: admitted = successes + failures + ignored + late + released + live
+ * (live: tickets admitted, not yet settled). A hung upstream: keep
+ * config.probe_timeout_ns >= the call's own deadline (circuit_config).
+ * Rule ids in brackets (C1, T7) are in docs/CONTRACT.md.
  */
 #ifndef CIRCUIT_H
 #define CIRCUIT_H
@@ -129,11 +129,10 @@ CIRCUIT_API int circuit_rejection_format(const circuit_rejection *r, char *buf, 
 CIRCUIT_API const char *circuit_state_name(circuit_state s);
 CIRCUIT_API const char *circuit_outcome_name(circuit_outcome o);
 CIRCUIT_API const char *circuit_version(int *major, int *minor, int *patch);
-/** circuit_release under its 0.1/0.2 name, kept for programs built then. */
+/** Another name of circuit_release, kept so that older programs still link. */
 CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
 
-/* ---- Limits, durations, memory ------------------------------------------- */
-/* Writes a C cast in C and a static_cast in C++ (clean under -Wold-style-cast). */
+/* ---- Limits, durations, memory (CIRCUIT_CAST_: a static_cast in C++) ------ */
 #ifdef __cplusplus
 #define CIRCUIT_CAST_(type, x) (static_cast<type>(x))
 #else
@@ -304,11 +303,12 @@ struct circuit_stats {
 };
 
 /** A call's admission, owned by the caller (usually on its stack), filled by
- *  circuit_allow and settled once by circuit_done or circuit_release, maybe on
- *  another thread; contents private. Settle the ticket itself, never a copy;
- *  its memory may be reused once settled. Generations are told apart by their low 30 bits: a ticket
- *  outstanding across 2^30 transitions (minutes of isolate/reset at full
- *  speed, days of flapping through open periods) may count in a later state. */
+ *  circuit_allow, settled once by circuit_done or circuit_release (maybe on
+ *  another thread); contents private. Settle the ticket itself, never a copy;
+ *  reuse its memory once settled; start it as CIRCUIT_TICKET_INIT when a scope
+ *  may end before circuit_allow. Generations are told apart by their low 30
+ *  bits: a ticket outstanding across 2^30 transitions (minutes of isolate and
+ *  reset at full speed, days of flapping) may count in a later state (T6). */
 struct circuit_ticket {
     uint64_t circuit_private_[5];
 };
@@ -372,9 +372,10 @@ struct circuit_ticket {
  *   time-driven changes that fell due; counts the outcome only if the breaker
  *   is still in the generation the call was admitted in, asking trip (closed)
  *   or probe (half-open); frees the probe slot; delivers transitions (observe
- *   may run on this thread; malloc as in circuit_allow). Returns true when the result reached its own
- *   generation (ignored included), false when it came late and was discarded
- *   (T2). A probe that timed out still counts if the state has not changed.
+ *   may run on this thread; malloc as in circuit_allow). Returns true when
+ *   the result reached its own generation (ignored included), false when it
+ *   came late and was discarded (T2). A timed-out probe's result still counts
+ *   if the state has not changed.
  *   Aborts: t is NULL; t not filled by circuit_allow; t was rejected; t was
  *   already settled ("already settled by done" / "by release"); classify
  *   returned no outcome; probe an invalid state; open_for a period <= 0;

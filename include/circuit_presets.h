@@ -4,8 +4,9 @@
  * SPDX-License-Identifier: MIT
  *
  * Everything here is built on the public API of <circuit.h> and nothing in
- * the core depends on it: presets live beside the core, never inside it. The presets are part of the same library (libcircuit.so /
- * libcircuit.a); include this header to use them.
+ * the core depends on it: presets live beside the core, never inside it.
+ * They are part of the same library (libcircuit.so / libcircuit.a); include
+ * this header to use them.
  *
  * Two policies
  *   circuit_consecutive   open after N failures in a row.
@@ -254,7 +255,7 @@ typedef struct circuit_failure_rate {
  * circuit_failure_rate_init - validate and fill a failure-rate policy.
  * p:           the struct to fill; on EINVAL it is zeroed.
  * cfg:         the config of the breaker(s) the policy is for, or NULL
- *               (0.3) to initialise the policy from its own parameters.
+ *               to initialise the policy from its own parameters.
  *               Only cfg->window is read (a min_results larger than the
  *               window could never be reached). Not retained. With NULL,
  *               min_results is checked against 1..CIRCUIT_MAX_COUNT here and
