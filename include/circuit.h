@@ -185,7 +185,7 @@ struct circuit_config {
     int     window;           /**< results the count window covers, 1..CIRCUIT_MAX_COUNT */
     int     probes;           /**< probes in flight while half-open, 1..CIRCUIT_MAX_COUNT */
     int64_t open_for_ns;      /**< ns open before half-open, > 0 (when spec.open_for is NULL) */
-    int64_t probe_timeout_ns; /**< ns a probe holds its slot at most, > 0 */
+    int64_t probe_timeout_ns; /**< ns a probe may hold its slot, > 0; keep >= the call's deadline */
 };
 
 /** Counts of the current state, given to the policies and carried by a
