@@ -4,8 +4,9 @@
  * SPDX-License-Identifier: MIT
  *
  * Everything here is built on the public API of <circuit.h> and nothing in
- * the core depends on it: presets live beside the core, never inside it. The presets are part of the same library (libcircuit.so /
- * libcircuit.a); include this header to use them.
+ * the core depends on it: presets live beside the core, never inside it.
+ * They are part of the same library (libcircuit.so / libcircuit.a); include
+ * this header to use them.
  *
  * Two policies
  *   circuit_consecutive   open after N failures in a row.
@@ -66,10 +67,25 @@
  *   counts if it arrives before the state changes (P2). Reopening on a
  *   timeout would keep a slow but healthy dependency cut off for good.
  *   A dependency that hangs is caught by the call's own deadline instead:
- *   give every call a deadline shorter than probe_timeout_ns and report its
+ *   give every call a deadline no longer than probe_timeout_ns, report its
  *   expiry as -ETIMEDOUT, which both classifiers count as a failure, and a
  *   failed probe reopens the breaker. A caller who wants timeouts to reopen
  *   writes a probe function that looks at counts->timed_out.
+ *
+ * A hung or half-healthy upstream
+ *   Hung (it accepts calls and never answers): every call in flight before
+ *   the first deadline expires fails (-ETIMEDOUT), and the breaker opens when
+ *   the policy's condition is met. While half-open a probe keeps its slot for
+ *   probe_timeout_ns; if that is SHORTER than the call's deadline, the slot is
+ *   freed while the first probe still hangs, a second probe is admitted, and
+ *   the first one's result comes late (not counted). Keep probe_timeout_ns >=
+ *   the call's deadline.
+ *   Half-healthy (some calls fail): any failed probe reopens, and
+ *   circuit_backoff_exponential doubles the period at each reopen. With base
+ *   1 s, no jitter and successes 2, an upstream failing one call in two stays
+ *   cut off 1 + 2 + 4 + 8 = 15 s or more in about 4 cases out of 10. If that is
+ *   too strict, lower cap_ns, or write a probe function that reopens on a
+ *   share of failures among several probes (config.probes > 1).
  *
  * Three ways a call can end without an answer, and which the presets count
  *   1. The caller gave up: its client went away, the request was aborted, the
@@ -146,16 +162,16 @@ typedef struct circuit_consecutive {
 
 /**
  * circuit_consecutive_init - validate and fill a consecutive policy.
- * @p:          the struct to fill; on EINVAL it is zeroed.
- * @failures:   failures in a row that open the breaker, 1..CIRCUIT_RUN_MAX.
- * @successes:  probe successes in a row that close it, 1..CIRCUIT_RUN_MAX.
- * @errbuf:     on EINVAL, ONE message naming every invalid argument with its
+ * p:          the struct to fill; on EINVAL it is zeroed.
+ * failures:   failures in a row that open the breaker, 1..CIRCUIT_RUN_MAX.
+ * successes:  probe successes in a row that close it, 1..CIRCUIT_RUN_MAX.
+ * errbuf:     on EINVAL, ONE message naming every invalid argument with its
  *              bound and the value given; may be NULL.
- * @errbuf_len: size of errbuf in bytes.
+ * errbuf_len: size of errbuf in bytes.
  *
  * Returns 0 or EINVAL. Writes only *p and errbuf. Thread-safe as long as no
  * other thread uses *p at the same time.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_consecutive_init(circuit_consecutive *p, int64_t failures,
                                          int64_t successes, char *errbuf,
@@ -163,12 +179,12 @@ CIRCUIT_API int circuit_consecutive_init(circuit_consecutive *p, int64_t failure
 
 /**
  * circuit_consecutive_policy - the policy for circuit_spec.policy.
- * @p: a struct filled by circuit_consecutive_init. It is NOT copied: the
+ * p: a struct filled by circuit_consecutive_init. It is NOT copied: the
  *     policy's arg points to it, so it must stay valid and unchanged for as
  *     long as any breaker built with the policy exists.
  *
  * The returned trip and probe functions are pure (see "Thread-safety").
- * Aborts: @p is NULL, or holds values circuit_consecutive_init would reject
+ * Aborts: p is NULL, or holds values circuit_consecutive_init would reject
  * (for example a struct zeroed by a failed init).
  */
 CIRCUIT_API circuit_policy circuit_consecutive_policy(const circuit_consecutive *p);
@@ -237,25 +253,25 @@ typedef struct circuit_failure_rate {
 
 /**
  * circuit_failure_rate_init - validate and fill a failure-rate policy.
- * @p:           the struct to fill; on EINVAL it is zeroed.
- * @cfg:         the config of the breaker(s) the policy is for, or NULL
- *               (0.3) to initialise the policy from its own parameters.
+ * p:           the struct to fill; on EINVAL it is zeroed.
+ * cfg:         the config of the breaker(s) the policy is for, or NULL
+ *               to initialise the policy from its own parameters.
  *               Only cfg->window is read (a min_results larger than the
  *               window could never be reached). Not retained. With NULL,
  *               min_results is checked against 1..CIRCUIT_MAX_COUNT here and
  *               against each breaker's window when circuit_new builds it
  *               (the policy's check, K1).
- * @min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
- * @ratio:       in (0, 1]; NaN is invalid.
- * @successes:   1..CIRCUIT_RUN_MAX.
- * @errbuf:      on EINVAL, ONE message naming every invalid argument with
+ * min_results: 1..cfg->window (1..CIRCUIT_MAX_COUNT when cfg is NULL).
+ * ratio:       in (0, 1]; NaN is invalid.
+ * successes:   1..CIRCUIT_RUN_MAX.
+ * errbuf:      on EINVAL, ONE message naming every invalid argument with
  *               its bound and the value given; may be NULL.
- * @errbuf_len:  size of errbuf in bytes.
+ * errbuf_len:  size of errbuf in bytes.
  *
  * If cfg->window is itself outside 1..CIRCUIT_MAX_COUNT, that is reported
  * too (EINVAL) and min_results is checked against 1..CIRCUIT_MAX_COUNT.
  * Returns 0 or EINVAL. Writes only *p and errbuf.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg,
                                           int64_t min_results, double ratio,
@@ -264,7 +280,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
 
 /**
  * circuit_failure_rate_policy - the policy for circuit_spec.policy.
- * @p: a struct filled by circuit_failure_rate_init; NOT copied (the policy's
+ * p: a struct filled by circuit_failure_rate_init; NOT copied (the policy's
  *     arg points to it): it must stay valid and unchanged for as long as any
  *     breaker built with the policy exists.
  *
@@ -273,7 +289,7 @@ CIRCUIT_API int circuit_failure_rate_init(circuit_failure_rate *p, const circuit
  * min_results and the window, when config.window < p->min_results; it
  * accepts every other config (circuit_new itself reports a window outside
  * 1..CIRCUIT_MAX_COUNT).
- * Aborts: @p is NULL, or holds values circuit_failure_rate_init would reject
+ * Aborts: p is NULL, or holds values circuit_failure_rate_init would reject
  * whatever the window (min_results outside 1..CIRCUIT_MAX_COUNT, ratio
  * outside (0, 1], successes outside 1..CIRCUIT_RUN_MAX), for example a
  * struct zeroed by a failed init.
@@ -344,19 +360,19 @@ typedef struct circuit_backoff_exponential {
 
 /**
  * circuit_backoff_exponential_init - validate and fill the parameters.
- * @p:          the struct to fill; on EINVAL it is zeroed.
- * @base_ns:    first open period, ns, > 0 (CIRCUIT_S(1), CIRCUIT_MS(500)).
- * @cap_ns:     longest open period, ns, >= base_ns (equal: no growth).
- * @jitter:     largest share of a period cut off, in [0, 1); NaN is invalid.
- * @seed:       any value (see circuit_backoff_exponential).
- * @errbuf:     on EINVAL, ONE message naming every invalid argument with its
+ * p:          the struct to fill; on EINVAL it is zeroed.
+ * base_ns:    first open period, ns, > 0 (CIRCUIT_S(1), CIRCUIT_MS(500)).
+ * cap_ns:     longest open period, ns, >= base_ns (equal: no growth).
+ * jitter:     largest share of a period cut off, in [0, 1); NaN is invalid.
+ * seed:       any value (see circuit_backoff_exponential).
+ * errbuf:     on EINVAL, ONE message naming every invalid argument with its
  *              bound and the value given, e.g. "invalid
  *              circuit_backoff_exponential: base_ns = 0 (must be > 0);
  *              jitter = 1 (must be in [0, 1))"; may be NULL.
- * @errbuf_len: size of errbuf in bytes.
+ * errbuf_len: size of errbuf in bytes.
  *
  * Returns 0 or EINVAL. Writes only *p and errbuf.
- * Aborts: @p is NULL.
+ * Aborts: p is NULL.
  */
 CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
                                                  int64_t base_ns, int64_t cap_ns,
@@ -365,26 +381,26 @@ CIRCUIT_API int circuit_backoff_exponential_init(circuit_backoff_exponential *p,
 
 /**
  * circuit_backoff_exponential_open_for - the circuit_open_for_fn.
- * @arg:  a const circuit_backoff_exponential * filled by _init.
- * @info: what the core says about the open state being entered.
+ * arg:  a const circuit_backoff_exponential * filled by _init.
+ * info: what the core says about the open state being entered.
  *
  * Returns the period of the formula above, >= 1. Pure (B3): reads only
  * *arg and *info, writes nothing, takes no lock; safe on any number of
  * threads at once. Also callable directly, to log or test the schedule.
- * Aborts: @arg or @info is NULL, or *arg holds values _init would reject.
+ * Aborts: arg or info is NULL, or *arg holds values _init would reject.
  */
 CIRCUIT_API int64_t circuit_backoff_exponential_open_for(void *arg,
                                                          const circuit_open_info *info);
 
 /**
  * circuit_backoff_exponential_use - set spec->open_for and spec->open_for_arg.
- * @spec: the spec being filled for circuit_new.
- * @p:    a struct filled by circuit_backoff_exponential_init; NOT copied: it
+ * spec: the spec being filled for circuit_new.
+ * p:    a struct filled by circuit_backoff_exponential_init; NOT copied: it
  *        must stay valid and unchanged while any breaker built with it exists.
  *
  * Equivalent to .open_for = circuit_backoff_exponential_open_for,
  * .open_for_arg = p, after checking *p.
- * Aborts: @spec or @p is NULL, or *p holds values _init would reject.
+ * Aborts: spec or p is NULL, or *p holds values _init would reject.
  */
 CIRCUIT_API void circuit_backoff_exponential_use(circuit_spec *spec,
                                                  const circuit_backoff_exponential *p);

@@ -110,32 +110,32 @@ extern "C" {
 
 /**
  * circuit_stats_format_prometheus_many - the exposition of n breakers.
- * @stats:    n snapshots from circuit_get_stats.
- * @breakers: n label values for the `breaker` label, each a NUL-terminated
+ * stats:    n snapshots from circuit_get_stats.
+ * breakers: n label values for the `breaker` label, each a NUL-terminated
  *            UTF-8 string (any bytes that are valid UTF-8, the empty string
  *            included), all different. Backslash, double quote and newline
  *            are escaped as the format requires. May be NULL only when n is
  *            1: then the series carry no breaker label.
- * @n:        number of breakers; 0 writes an empty text.
- * @buf:      where the text goes; may be NULL when @len is 0.
- * @len:      size of @buf in bytes.
+ * n:        number of breakers; 0 writes an empty text.
+ * buf:      where the text goes; may be NULL when len is 0.
+ * len:      size of buf in bytes.
  *
- * snprintf-like: writes at most @len bytes including the terminating NUL
- * (nothing when @len is 0) and returns the length of the full text,
- * excluding the NUL, so a return >= @len means the text was cut: call again
+ * snprintf-like: writes at most len bytes including the terminating NUL
+ * (nothing when len is 0) and returns the length of the full text,
+ * excluding the NUL, so a return >= len means the text was cut: call again
  * with a buffer of at least the return value + 1 bytes. The text is about
  * 1.8 KiB of HELP and TYPE lines plus about 1.1 KiB per breaker (with a
  * short name; the name appears in 18 series), and ends with a newline.
  *
- * Returns -1 and sets errno to EINVAL, writing an empty string to @buf (when
- * @len > 0), when: @stats is NULL and n > 0; @breakers is NULL and n > 1; a
+ * Returns -1 and sets errno to EINVAL, writing an empty string to buf (when
+ * len > 0), when: stats is NULL and n > 0; breakers is NULL and n > 1; a
  * name is NULL (n > 1), not valid UTF-8, or equal to another; a state is not
  * one of the four. Returns -1 with errno EOVERFLOW when the text would be
  * longer than INT_MAX (use the stream form), and -1 with errno ENOMEM when
  * the table that checks the names could not be allocated. Never aborts.
  * Cost: O(length of the text); allocates one temporary table of 2n to 4n
  * words to check that the names differ (n > 1), freed before it returns.
- * Thread-safe (reads its arguments, writes only @buf and errno).
+ * Thread-safe (reads its arguments, writes only buf and errno).
  */
 CIRCUIT_API int circuit_stats_format_prometheus_many(const circuit_stats *stats,
                                                      const char *const *breakers, size_t n,
@@ -143,10 +143,10 @@ CIRCUIT_API int circuit_stats_format_prometheus_many(const circuit_stats *stats,
 
 /**
  * circuit_prometheus_write_fn - receives the text of the stream form.
- * @arg:  the caller's argument.
- * @data: the next @len bytes of the text (not NUL-terminated); valid only
+ * arg:  the caller's argument.
+ * data: the next len bytes of the text (not NUL-terminated); valid only
  *        during the call.
- * @len:  1..16384.
+ * len:  1..16384.
  * Returns 0 to go on, or any non-zero value to stop: the stream function
  * then writes nothing more and returns that value.
  */
@@ -155,18 +155,18 @@ typedef int (*circuit_prometheus_write_fn)(void *arg, const char *data, size_t l
 /**
  * circuit_stats_write_prometheus_many - the exposition of n breakers,
  * streamed: the same text as circuit_stats_format_prometheus_many (byte for
- * byte), handed to @write in chunks of at most 16 KiB, in order, as it is
+ * byte), handed to write in chunks of at most 16 KiB, in order, as it is
  * made; no buffer of the whole text exists at any time.
- * @stats, @breakers, @n: as for circuit_stats_format_prometheus_many (all
+ * stats, breakers, n: as for circuit_stats_format_prometheus_many (all
  *        checked before the first byte is written: a bad argument writes
  *        nothing).
- * @write: called once per chunk, on the calling thread; must not be NULL.
- * @arg:   passed to @write.
+ * write: called once per chunk, on the calling thread; must not be NULL.
+ * arg:   passed to write.
  *
  * Returns 0 when the whole text was written (n = 0 writes nothing); EINVAL
- * for the arguments the buffer form refuses, or @write NULL; ENOMEM when
+ * for the arguments the buffer form refuses, or write NULL; ENOMEM when
  * its chunk (16 KiB) or the names' table could not be allocated; otherwise
- * the first non-zero value @write returned (then part of the text was
+ * the first non-zero value write returned (then part of the text was
  * written). Sets no errno of its own. Never aborts.
  * Cost: O(length of the text); memory: 16 KiB plus the names' table (2n to
  * 4n words), freed before it returns. Thread-safe (reads its arguments).
@@ -178,12 +178,12 @@ CIRCUIT_API int circuit_stats_write_prometheus_many(const circuit_stats *stats,
 
 /**
  * circuit_stats_format_prometheus - the exposition of one breaker.
- * @s:       a snapshot from circuit_get_stats.
- * @breaker: the value of the `breaker` label, or NULL for no label.
- * @buf, @len: as for circuit_stats_format_prometheus_many.
+ * s:       a snapshot from circuit_get_stats.
+ * breaker: the value of the `breaker` label, or NULL for no label.
+ * buf, len: as for circuit_stats_format_prometheus_many.
  *
  * The same as circuit_stats_format_prometheus_many(s, &breaker, 1, buf,
- * len) (or with breakers NULL when @breaker is NULL). To serve several
+ * len) (or with breakers NULL when breaker is NULL). To serve several
  * breakers on one endpoint use the _many call: two outputs of this one
  * cannot be concatenated (see the file comment).
  */

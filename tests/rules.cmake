@@ -6,7 +6,10 @@
 #                      defined there is named by a test (test name, ctest name
 #                      or test file name)
 #   rule_ids_selftest  the check itself fails on an undefined, an untested and
-#                      a doubly defined id
+#                      a doubly defined id, and on a stale index
+#   rule_index         docs/RULES-INDEX.md (rule -> tests) is what the check
+#                      generates from the tree now (regenerate it with
+#                      `python3 tests/check_rule_ids.py --index docs/RULES-INDEX.md`)
 #
 # Needs python3 (standard library only).
 find_package(Python3 3.7 REQUIRED COMPONENTS Interpreter)
@@ -16,7 +19,10 @@ add_test(NAME rule_ids
           --root ${PROJECT_SOURCE_DIR})
 add_test(NAME rule_ids_selftest
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py --self-test)
-set_tests_properties(rule_ids rule_ids_selftest PROPERTIES LABELS "rules" TIMEOUT 60)
+add_test(NAME rule_index
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/check_rule_ids.py
+          --root ${PROJECT_SOURCE_DIR} --check-index docs/RULES-INDEX.md)
+set_tests_properties(rule_ids rule_ids_selftest rule_index PROPERTIES LABELS "rules" TIMEOUT 60)
 
 # L7: the core's shared accesses all go through src/atomics.h, each
 # naming its memory order; 8-byte atomics are the same builtins in every build.
