@@ -69,23 +69,12 @@ _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per C
  * call each compute the same value and store it; 0 means not yet known. */
 static uint64_t cpus_cache;
 
-#ifdef CIRCUIT_TESTING
-static uint64_t cpus_forced; /* circuit_test_set_cpus */
-void circuit_test_set_cpus(uint32_t n)
-{
-    if (n > CIRCUIT__MAX_CPUS)
-        circuit__abort("circuit_test_set_cpus: %u CPUs (at most %u)", n, CIRCUIT__MAX_CPUS);
-    circuit__st_rlx(&cpus_forced, n); /* relaxed: a test setting, read by circuit_new */
-}
-#endif
 
 static uint32_t cpus_configured(void)
 {
-#ifdef CIRCUIT_TESTING
-    uint64_t forced = circuit__ld_rlx(&cpus_forced); /* relaxed: see circuit_test_set_cpus */
+    uint32_t forced = CIRCUIT__TEST_CPUS(); /* circuit_test_set_cpus (test build) */
     if (forced)
-        return (uint32_t)forced;
-#endif
+        return forced;
     /* relaxed: the value is the whole message; every thread that computes
      * it computes the same number */
     uint64_t n = circuit__ld_rlx(&cpus_cache);
@@ -186,7 +175,7 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->salt = spec->salt ? spec->salt : circuit__faa_rlx(&salt_next, 1) + 1;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
-    circuit__pcpu_init(b); /* the state word: closed, generation 0 */
+    circuit__closed_init(b); /* the state word: closed, generation 0 */
     circuit__st128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
@@ -572,90 +561,3 @@ circuit_state circuit_get_state(const circuit_breaker *b)
     }
 }
 
-/* ---- test-only seam ------------------------------------------------------------ */
-#ifdef CIRCUIT_TESTING
-
-int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t run,
-                              int64_t timed_out)
-{
-    circuit__check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    unsigned st = circuit__code(c.lo);
-    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED || run < 0 ||
-        run > CIRCUIT_RUN_MAX || timed_out < 0 || timed_out > CIRCUIT_TIMED_OUT_MAX ||
-        (st == CIRCUIT__ST_CLOSED && timed_out != 0) ||
-        (kind != CIRCUIT_SUCCESS && kind != CIRCUIT_FAILURE))
-        return EINVAL;
-    if (st == CIRCUIT__ST_CLOSED) {
-        /* end the epoch first (the cells' successes join the counts), then
-         * set the run in the descriptor of the point that made */
-        if (!circuit__closed_fold(b, &c))
-            return EAGAIN;
-        c = circuit__ld128_acq(&b->core);
-        circuit__cc cc;
-        if (circuit__code(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
-            return EAGAIN;
-        uint32_t k = circuit__ck(c.hi);
-        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
-        if (!circuit__desc_is(x, k))
-            return EAGAIN;
-        circuit__desc_unpack(x, &cc);
-        cc.last_fail = kind == CIRCUIT_FAILURE;
-        cc.run = (uint32_t)run;
-        circuit__u128 nx = circuit__desc_pack(&cc, k);
-        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
-    }
-    uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
-    hi |= (kind == CIRCUIT_FAILURE ? CIRCUIT__HI_LAST_FAIL : 0);
-    hi |= (uint64_t)run << CIRCUIT__HI_RUN_SHIFT;
-    hi |= (uint64_t)timed_out << CIRCUIT__HI_TO_SHIFT;
-    circuit__u128 nw = {c.lo, hi};
-    return circuit__core_cas(b, &c, nw) ? 0 : EAGAIN;
-}
-
-size_t circuit_test_footprint(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_footprint");
-    return b->footprint;
-}
-
-int64_t circuit_test_pending(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_pending");
-    /* relaxed: a test looks at a hint */
-    return (int64_t)circuit__ld_rlx((uint64_t *)(uintptr_t)&b->pending);
-}
-
-bool circuit_test_fast_mode(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_fast_mode");
-    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
-    return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE;
-}
-
-int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
-{
-    circuit__check_breaker(b, "circuit_test_skip_generations");
-    if (circuit_test_pending(b) != 0)
-        return EINVAL;
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    if (circuit__code(c.lo) != CIRCUIT__ST_ISOLATED)
-        return EINVAL;
-    uint64_t g = circuit__gen_widen(b, circuit__gen(c.lo)) + n;
-    circuit__u128 nw = {circuit__mklo(CIRCUIT__ST_ISOLATED, (uint32_t)(g & CIRCUIT__GEN_MASK), 0),
-                        c.hi};
-    if (!circuit__core_cas(b, &c, nw))
-        return EAGAIN;
-    circuit__st_rlx(&b->gen64, g); /* relaxed: single-threaded use (table gen64) */
-    return 0;
-}
-
-bool circuit_test_fold(circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_fold");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    return circuit__code(c.lo) == CIRCUIT__ST_CLOSED &&
-           circuit__cintent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
-}
-
-#endif

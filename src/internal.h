@@ -342,8 +342,10 @@ static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f
 int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, char *errbuf,
                       size_t errbuf_len);
 
-/* clock.c: CLOCK_MONOTONIC in ns (the test build: the settable clock). */
+/* clock.c: CLOCK_MONOTONIC in ns (the test build: testing.c's settable
+ * clock, unless a test asks for the real one). */
 int64_t circuit__now(void);
+int64_t circuit__clock_monotonic(void);
 
 /* Aborts unless b is a live breaker built by circuit_new (CFG4). */
 static inline void circuit__check_breaker(const circuit_breaker *b, const char *fn)
@@ -382,13 +384,20 @@ void circuit__test_count_core_cas(void);
 void circuit__test_count_stats_pass(void);
 void circuit__test_count_shared_rmw(void);
 void circuit__test_count_window_words(uint64_t n);
+uint32_t circuit__test_cpus(void);
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #define CIRCUIT__SHARED_RMW() circuit__test_count_shared_rmw()
 #define CIRCUIT__WINDOW_WORDS(n) circuit__test_count_window_words(n)
+#define CIRCUIT__CORE_CAS_COUNT() circuit__test_count_core_cas()
+#define CIRCUIT__STATS_PASS() circuit__test_count_stats_pass()
+#define CIRCUIT__TEST_CPUS() circuit__test_cpus()
 #else
 #define CIRCUIT__HOOK(p) ((void)0)
 #define CIRCUIT__SHARED_RMW() ((void)0)
 #define CIRCUIT__WINDOW_WORDS(n) ((void)0)
+#define CIRCUIT__CORE_CAS_COUNT() ((void)0)
+#define CIRCUIT__STATS_PASS() ((void)0)
+#define CIRCUIT__TEST_CPUS() 0u
 #endif
 
 #endif

@@ -69,13 +69,6 @@
 
 #include "word.h"
 
-/* Before the breaker is shared: the initial state word (closed,
- * generation 0, epoch 0, exact point 0) and the cells of epoch 0. */
-void circuit__pcpu_init(circuit_breaker *b);
-
-/* A fresh epoch id (never 0: the first epoch of a new breaker). */
-uint32_t circuit__fresh_epoch(circuit_breaker *b);
-
 /* The line of the CPU this thread runs on: sched_getcpu(), which glibc
  * answers from rseq without a system call. A thread may migrate right after:
  * every write to a line is an atomic RMW, so that costs speed, never a

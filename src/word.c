@@ -27,36 +27,3 @@ uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
         return base - ((CIRCUIT__GEN_MASK + 1) - d); /* behind the base */
     return base + d;
 }
-
-void circuit__mirror_set(circuit_breaker *b)
-{
-    /* acquire, then acquire: the mirror is read BEFORE the word (word.h) */
-    circuit__u128 m = circuit__ld128_acq(&b->mirror);
-    uint64_t lo = circuit__ld128_lo_acq(&b->core);
-    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__cintent(lo) != CIRCUIT__INTENT_NONE)
-        return;
-    uint64_t v = circuit__mirror_of(lo);
-    if (m.lo == v)
-        return;
-    CIRCUIT__HOOK(CIRCUIT_TP_MIRROR_BEFORE_SET);
-    CIRCUIT__SHARED_RMW();
-    /* sc: table mirror; lost: another set or a shut came first (one try) */
-    circuit__cas128_sc(&b->mirror, &m, (circuit__u128){v, m.hi + 1});
-}
-
-void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi)
-{
-    uint64_t shut = circuit__mirror_of(wi.lo) & ~UINT64_C(3);
-    circuit__u128 m = circuit__ld128_acq(&b->mirror); /* acquire: table mirror */
-    while (m.lo != shut) {
-        /* acquire: table core; a completer of a word that moved on makes no
-         * CAS out of it */
-        if (circuit__ld128_lo_acq(&b->core) != wi.lo)
-            return;
-        CIRCUIT__HOOK(CIRCUIT_TP_MIRROR_BEFORE_SHUT);
-        CIRCUIT__SHARED_RMW();
-        /* sc: table mirror */
-        if (circuit__cas128_sc(&b->mirror, &m, (circuit__u128){shut, m.hi + 1}))
-            return;
-    }
-}

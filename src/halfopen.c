@@ -1,59 +1,55 @@
 /*
- * The count window: the latest `window` counted results of the current
- * state (C1). The state word carries seq (results appended so far), the
- * number of failures in the window and the last outcome; the ring remembers
- * which of the latest `window` results were FAILURES, one 8-byte record per
- * failure at index seq % window. Successes write nothing.
+ * Counting while half-open (halfopen.h; docs/CONTRACT.md C1, S4, P1, P2,
+ * T6): few probes by design, so every result goes through the state word.
  *
- * A record is {valid, generation tag, seq, failure}. Appending result s
- * evicts result e = s - window: it was a failure exactly when the ring slot
- * of e holds the record (current generation, e); anything else there (an
- * older record, another generation's, nothing) means e was a success. So the
- * ring needs no clearing at a state change, except of records tagged with
- * the new half-open generation's 30 bits, which an older half-open state
- * 2^30 transitions ago left (circuit__ring_start, O(window) loads when
- * half-open is entered).
- *
- * A failure record is written after the CAS of the state word that counted
- * it, by its appender, or by whichever thread appends next ("helping"):
- * before appending result s+1, a thread makes sure that record s, if s was a
- * failure (the word's last outcome), is in the ring. Only the newest record
- * can therefore be missing, and the one an append evicts (e <= s - 2 when
- * window >= 2) is always there. A window of 1 needs no ring: the evicted
- * result is the last outcome kept in the word.
- *
- * A record is written only while it is the pending one (the state word is
- * still in its generation, at seq s+1), by a compare-and-swap from the value
- * read before that check: a thread stopped for a while cannot write an old
- * record over a newer one. When a success evicts a failure, the evicting
- * thread clears the failure's record (a CAS from exactly that record), so a
- * slot never keeps a record from a lap ago: seq counts modulo seq_mod (about
- * 2^31), and a record left for that long would alias a later result. Both
- * stay exact unless one thread is stopped, inside done, for about 2^31
- * results of one generation.
- *
- * MEMORY ORDER: a record is read, the state word is checked, then the
- * record is CASed ("read X, check the word, CAS X"): the record load is
- * ACQUIRE so the check cannot be satisfied before it (on a weakly ordered
- * CPU the check could otherwise see a newer word than the record value,
- * and a stale record would be written over a newer one). A record written
- * by the helper of result s must be visible to the thread that evicts s a
- * lap later: the helper's next state-word CAS is a release after the
- * record CAS, and the evicter's read of the word is an acquire, so the
- * record CAS itself can be relaxed.
- *
- * Closed (counting.c) keeps its window as a bitmap of failures instead,
- * updated once per exact point (many results at a time), so that a failure
- * after many successes reads O(window / 64) words, not one record per
- * result. Here: half-open, one result at a time through the word.
- *
- * Written for this project: neither ConcurrencyKit nor liburcu offers a
- * counting window.
+ * INVARIANTS
+ *   - the ring holds a record for a result of this generation exactly when
+ *     that result was a failure; only the newest record may be missing, and
+ *     whoever appends next writes it first (helping);
+ *   - a record is written or cleared only while the word is at the point
+ *     it belongs to ("read X, check the word, CAS X", X read with acquire);
+ *   - a probe policy's answer is checked: any state other than closed,
+ *     open or half-open aborts (S4).
+ * The ring's protocol and bounds: docs/design/halfopen-window.md.
  */
-#include "window.h"
+#include "halfopen.h"
+#include "transition.h"
 
-#define REC_VALID CIRCUIT__REC_VALID
-#define rec_make circuit__rec_make
+/* ConcurrencyKit's exponential backoff for lost CAS races on the state word.
+ * Its builtins mode keeps the header free of inline assembly TSan would not
+ * see (it only spins; it orders nothing). */
+#ifdef CIRCUIT__TSAN
+#define CK_USE_CC_BUILTINS 1
+#endif
+#include <ck_backoff.h>
+
+/* First wait after a lost CAS, in ck_backoff iterations (doubles each loss,
+ * up to CK_BACKOFF_CEILING). Short: a loss on the slow path usually means
+ * one other result got in first. */
+#define CAS_BACKOFF_FIRST 16u
+
+/* The probe policy's answer, checked (S4: any other value aborts). */
+static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
+{
+    circuit_state d;
+    {
+        CIRCUIT__CB_FRAME(frame, b, "probe");
+        d = b->policy.probe(b->policy.arg, c);
+    }
+    if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)
+        circuit__abort("probe policy returned an invalid state (%d); it must return "
+                       "CIRCUIT_CLOSED, CIRCUIT_OPEN or CIRCUIT_HALF_OPEN",
+                       (int)d);
+    return d;
+}
+
+
+/* A failure record: {valid, generation tag, seq, 1}. */
+#define REC_VALID (UINT64_C(1) << 63)
+static inline uint64_t rec_make(uint32_t gen, uint32_t seq)
+{
+    return REC_VALID | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 33) | ((uint64_t)seq << 1) | 1u;
+}
 static inline uint32_t rec_gen(uint64_t r) { return (uint32_t)((r >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t rec_seq(uint64_t r) { return (uint32_t)(r >> 1); }
 
@@ -182,4 +178,72 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |
               (hi & (CIRCUIT__HI_TO_MASK << CIRCUIT__HI_TO_SHIFT));
     return evicted_failure;
+}
+
+
+/* Counts one probe's success or failure of generation `gen` through the
+ * state word (half-open: few probes by design). Returns false when late. */
+bool circuit__halfopen_count(circuit_breaker *b, uint32_t gen, bool failure, void *call_ctx,
+                       int64_t now)
+{
+    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    ck_backoff_t backoff = CAS_BACKOFF_FIRST;
+    for (;;) {
+        if (circuit__gen(c.lo) != gen)
+            return false; /* late: never touches a later generation (T2, T6) */
+        unsigned code = circuit__code(c.lo);
+        if (code != CIRCUIT__ST_HALF_OPEN)
+            return false; /* unreachable: a probe's generation is half-open */
+        circuit__ring_help(b, c);
+        circuit__u128 n;
+        bool evicted_failure = circuit__append(b, c, failure, &n);
+        /* acquire: after the ring read inside append */
+        if (circuit__ld128_lo_acq(&b->core) != c.lo) {
+            /* c went stale while we read its evicted record: the counts would
+             * mix two states, and no policy may see that. */
+            c = circuit__ld128_acq(&b->core);
+            continue;
+        }
+        circuit_counts cnt;
+        circuit__word_counts(b, n, &cnt);
+        circuit__u128 before = c;
+        {
+            circuit_state to = ask_probe(b, &cnt);
+            CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
+            if (to != CIRCUIT_HALF_OPEN) {
+                if (circuit__transition(b, &c, to, CIRCUIT_CAUSE_POLICY, &cnt, now,
+                                        call_ctx))
+                    return true;
+            } else if (circuit__core_cas(b, &c, n)) {
+                circuit__ring_after_count(b, before, failure, evicted_failure);
+                return true;
+            }
+        }
+        /* Lost a CAS to another result: back off before the next try, so
+         * two CPUs do not keep stealing the line from each other
+         * (exponential; not a lock: no one waits for anyone). */
+        ck_backoff_eb(&backoff);
+        /* The next try counts after results that were counted after our
+         * clock read: a reopen it makes starts its open period now, when
+         * it is counted, not at that older reading (S4) */
+#if !defined(CIRCUIT_PLANT_PROBE_STALE_CLOCK)
+        now = circuit__now();
+#endif
+    }
+}
+
+circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128 *c, int64_t due,
+                                               void *call_ctx)
+{
+    circuit__u128 n = {c->lo, circuit__hi_add_timeout(c->hi)};
+    circuit_counts cnt;
+    circuit__word_counts(b, n, &cnt);
+    circuit_state d = ask_probe(b, &cnt);
+    if (d != CIRCUIT_HALF_OPEN)
+        return circuit__transition(b, c, d, CIRCUIT_CAUSE_POLICY, &cnt, due, call_ctx)
+                   ? CIRCUIT__TIMEOUT_COUNTED
+                   : CIRCUIT__TIMEOUT_LOST;
+    if (n.hi == c->hi)
+        return CIRCUIT__TIMEOUT_SATURATED; /* nothing to write: timed_out is at its maximum */
+    return circuit__core_cas(b, c, n) ? CIRCUIT__TIMEOUT_COUNTED : CIRCUIT__TIMEOUT_LOST;
 }
