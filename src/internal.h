@@ -32,7 +32,7 @@
 #include "message.h"
 
 #ifdef CIRCUIT_TESTING
-#include "testing.h"
+#include "test_points.h"
 #endif
 
 /* Planted bugs (tests/sched/PLANTS.md): each CIRCUIT_PLANT_<NAME> switch
@@ -385,6 +385,8 @@ void circuit__test_count_stats_pass(void);
 void circuit__test_count_shared_rmw(void);
 void circuit__test_count_window_words(uint64_t n);
 uint32_t circuit__test_cpus(void);
+int64_t circuit__test_clock(void);
+#define CIRCUIT__TEST_CLOCK() circuit__test_clock()
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #define CIRCUIT__SHARED_RMW() circuit__test_count_shared_rmw()
 #define CIRCUIT__WINDOW_WORDS(n) circuit__test_count_window_words(n)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "counting.h"
+#include "testing.h"
 
 #ifdef CIRCUIT_TESTING
 
@@ -21,7 +22,7 @@ static uint64_t test_real;              /* 1: read CLOCK_MONOTONIC */
 static circuit_test_hook_fn test_hook;
 static void *test_hook_arg;
 
-int64_t circuit__now(void)
+int64_t circuit__test_clock(void)
 {
     CIRCUIT__SWITCH(CLOCK, &test_now); /* the clock moves inside schedules (V1) */
     if (__atomic_load_n(&test_real, __ATOMIC_ACQUIRE))
