@@ -189,11 +189,9 @@ static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
  * themselves, and TSan sees it. A seq_cst fence gives C11 a further edge
  * only through a RELAXED access (fence; relaxed store -> relaxed load;
  * fence), and no use relies on such a pair; a code change that did would
- * show up as a TSan report, since no edge is drawn for it. (The TSan build
- * used to replace the fence by a seq_cst add on one process-wide word,
- * which made every fence_sc call a release/acquire pair with every other,
- * and so could hide a missing edge; tests/stress/fence_canary.c shows that
- * it no longer can.) */
+ * show up as a TSan report, since no edge is drawn for it
+ * (tests/stress/fence_canary.c checks that the TSan build draws no edge
+ * through a fence). */
 static inline void circuit__fence_sc(void)
 {
     CIRCUIT__SWITCH(FENCE_SC, 0);
@@ -294,7 +292,7 @@ static inline bool circuit__cas128_sc(circuit__u128 *p, circuit__u128 *expected,
                          : "cc", "memory");
     if (lo == expected->lo && hi == expected->hi)
         return true;
-    *expected = circuit__ld128_acq(p); /* the ldaxp pair was no snapshot */
+    *expected = circuit__ld128_acq(p); /* the ldaxp pair is no snapshot */
     return false;
 #endif
 }

@@ -5,7 +5,7 @@
  * (isolate, reset) and the pure read (circuit_get_state). Each reads top
  * down: it checks its arguments, asks probes.c for the time-driven changes
  * and a probe slot, counting.c to count, transition.c to change state, and
- * delivers what was published before it returns. The floors below are
+ * delivers what it published before it returns. The floors below are
  * drawn in internal.h.
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the closed
@@ -65,7 +65,7 @@ _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per C
 
 /* The CPUs configured, read once per process: glibc answers
  * sysconf(_SC_NPROCESSORS_CONF) by reading /sys/devices/system/cpu, which
- * was half the cost of building a breaker. Threads that race on the first
+ * costs half of building a breaker. Threads that race on the first
  * call each compute the same value and store it; 0 means not yet known. */
 static uint64_t cpus_cache;
 
@@ -188,7 +188,7 @@ void circuit_free(circuit_breaker *b)
     if (!b)
         return;
     circuit__check_breaker(b, "circuit_free");
-    /* CFG4 (0.3): freeing a breaker from inside one of its own callbacks
+    /* CFG4: freeing a breaker from inside one of its own callbacks
      * would leave the call that runs the callback reading freed memory. */
     for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
         if (f->b == b)
@@ -237,12 +237,12 @@ static inline bool refuse(circuit_breaker *b, circuit__ticket *tk, circuit_rejec
     return false;
 }
 
-/* Admission when the word seen was not closed: the clock, the time-driven
+/* Admission when the word seen is not closed: the clock, the time-driven
  * changes due, then the state decides (S1-S5). */
 static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
                        circuit_rejection *rej, uint64_t seen)
 {
-    /* The clock is read AFTER the word: an open state seen now was made
+    /* The clock is read AFTER the word: an open state seen now is made
      * from a clock read before ours, so retry_after never exceeds the
      * period. */
     int64_t now = circuit__now();
@@ -261,7 +261,7 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
             return refuse(b, tk, rej, CIRCUIT_ISOLATED, 0);
         case CIRCUIT__ST_OPEN:
             if (c.lo != seen) {
-                /* This open state was made after our clock read: read the
+                /* This open state is newer than our clock read: read the
                  * clock again, so retry_after is measured from after it. */
                 seen = c.lo;
                 now = circuit__now();
@@ -396,7 +396,7 @@ bool circuit_done(circuit_ticket *t, int result)
     if (!probe && o == CIRCUIT_SUCCESS &&
         circuit__closed_success(b, tk->gen, tk->call_ctx) == CIRCUIT__COUNTED) {
         circuit__deliver_pending(b);
-        return true; /* L6 (0.3): counted on this CPU's cell, whatever the window holds */
+        return true; /* L6: counted on this CPU's cell, whatever the window holds */
     }
 
     int64_t now = 0;
@@ -450,8 +450,8 @@ void circuit_release(circuit_ticket *t)
     circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
 }
 
-/* The 0.1/0.2 guard's name for circuit_release (circuit.h): one function,
- * two exported symbols, no second body. */
+/* The guard's own name for circuit_release, kept exported for programs
+ * built against it (circuit.h): one function, two symbols, one body. */
 extern __typeof__(circuit_release) circuit_ticket_guard_release
     __attribute__((alias("circuit_release")));
 
@@ -554,10 +554,10 @@ circuit_state circuit_get_state(const circuit_breaker *b)
         /* Open: the answer is for the moment of the clock read, so the
          * word must still be this open state after it (a reset and a
          * clock past the old end would otherwise report a half-open that
-         * never was, S5). acquire: table core */
+         * never existed, S5). acquire: table core */
         if (circuit__core_still(b, &c))
             return circuit__open_over(c.hi, now) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
-        /* a transition was made meanwhile: c is the new word (lock-free) */
+        /* a transition came meanwhile: c is the new word (lock-free) */
     }
 }
 

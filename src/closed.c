@@ -34,7 +34,7 @@ static bool ask_trip(circuit_breaker *b, const circuit_counts *cnt)
 
 /* Completes the intent of word wi. `now`/`call_ctx`: for a transition. */
 /* Who made an intent (O6): its maker's call_ctx, keyed by the intent it
- * was made for, {gen tag, kind, k}, written before the intent's CAS, which
+ * is made for, {gen tag, kind, k}, written before the intent's CAS, which
  * publishes it. Whoever completes the intent (L1: any thread) gives
  * observe that call_ctx, not its own. One record per kind that makes a
  * transition (a failure's trip, an operator's isolate; a fold makes none
@@ -76,7 +76,7 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
     circuit__u128 x = circuit__ld128_acq(rec); /* acquire: table intent_ctx */
     while (x.lo != want.lo || x.hi != want.hi) {
         /* A record of a later point (k only grows, never restarts) is a
-         * newer maker's: ours was computed from a word that has moved on,
+         * newer maker's: ours comes from a word that has moved on,
          * its intent CAS will fail, and it must not hide the newer one */
 #if !defined(CIRCUIT_PLANT_INTENT_STALE_MAKER)
         if (x.lo != 0 && (int32_t)((uint32_t)x.lo - circuit__ck(wi.hi)) > 0)
@@ -104,7 +104,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
 {
     unsigned kind = circuit__cintent(wi.lo);
     if (circuit__code(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
-        return; /* no intent in it (the word moved on before it was read) */
+        return; /* no intent in it (the word moved on before this read) */
     call_ctx = intent_ctx_get(b, wi, call_ctx); /* O6: the maker's */
     circuit__cc c;
     if (!circuit__closed_help(b, wi, &c))
@@ -115,11 +115,11 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     if (!circuit__cells_seal(b, wi, &S))
         return;
     if (S < c.S)
-        return; /* cannot be for the word it was read from: moved on */
+        return; /* cannot be for the word it came from: moved on */
     uint64_t d = S - c.S;
     circuit__cc n;
     bool failure = kind == CIRCUIT__INTENT_FAILURE;
-    /* B(k): U(k) was complete before the intent was made */
+    /* B(k): U(k) is complete before an intent is made */
     if (!circuit__cc_apply(b, circuit__ck(wi.hi), NULL, &c, d, failure, &n))
         return; /* the bitmap moved past k: so did the word */
     circuit_counts cnt;
@@ -165,7 +165,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
 }
 
 /* CASes w to w + intent `kind` (or finds an intent already there) and
- * completes it. Returns false when w moved before the intent was made.
+ * completes it. Returns false when w moved before the intent's CAS.
  * asked_S: a failure whose trip said true with the cells' sum *asked_S.
  * D_k must be in place (circuit__closed_help) before: the intent word's
  * upper half no longer holds S_k. */
@@ -207,7 +207,7 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
         circuit__mirror_set(b);
     for (;;) {
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_CLOSED)
-            return CIRCUIT__LATE; /* T2 (a closed ticket's generation was closed) */
+            return CIRCUIT__LATE; /* T2 (a closed ticket's generation is a closed one) */
         if (circuit__cintent(lo) != CIRCUIT__INTENT_NONE) {
             /* acquire: table core */
             circuit__complete(b, circuit__ld128_acq(&b->core), &now, &have_now, call_ctx);
@@ -298,7 +298,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
             }
             circuit_counts cnt;
             circuit__cc_counts(b, &n, &cnt);
-            /* S2 (0.3): asked after each failure, with exact counts */
+            /* S2: asked after each failure, with exact counts */
             if (!ask_trip(b, &cnt)) {
                 circuit__u128 nw = {circuit__mkclo(gen, circuit__cepoch(w.lo), true, false, 0),
                                     circuit__mkchi(circuit__ck(w.hi) + 1, S)};
@@ -318,7 +318,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
             w = wi;
             continue;
         }
-        /* Completed (by us or another completer): the failure was counted
+        /* Completed (by us or another completer): the failure is counted
          * in the point that left the intent word, or it tripped. */
         return CIRCUIT__COUNTED;
     }
@@ -351,7 +351,7 @@ bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
 
 /* A reader's counts at the word w, plus `cells` successes counted since its
  * exact point. Deriving them reads the bitmap (evictions), which the
- * exact points AFTER w's rewrite: a reader whose word was overtaken while
+ * exact points AFTER w's rewrite: a reader whose word is overtaken while
  * it read could miss an eviction and report more failures than the window
  * holds (failures 17 in a window of 16). So the reads are validated: they are a value the window
  * held when the word is still at w's point (same generation and point k)
@@ -376,7 +376,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         CIRCUIT__HOOK(CIRCUIT_TP_STATS_COUNTS_TRY);
         /* read only (write = false): the cast drops nothing written */
         if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
-            /* the word moved past the descriptors it names: its point was
+            /* the word moved past the descriptors it names: its point is
              * made during the call; take the newest word */
             circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
             if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
@@ -398,7 +398,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         /* B(k): U(k) may not be complete yet (its maker is between the
          * word's CAS and the update), and a reader writes nothing: it
          * applies U(k) to its own copy of each word not tagged k yet. An
-         * intent word's U(k) was complete before the intent. */
+         * intent word's U(k) is complete before the intent. */
         circuit__upd u, *virt = NULL;
         bool fresh = true;
         if (circuit__cintent(w.lo) == CIRCUIT__INTENT_NONE) {

@@ -15,7 +15,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
                        void *call_ctx);
 /* A closed success's count (counting.c's A SUCCESS): the fast path here,
  * inlined into circuit_done; everything else out of line. */
-/* the rest of a closed success: the mirror m was shut, or the cell sealed,
+/* the rest of a closed success: the mirror m is shut, or the cell sealed,
  * of another epoch or at its limit */
 circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t gen,
                                                    void *call_ctx, uint64_t m, uint64_t *cell);
@@ -51,7 +51,7 @@ bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, 
 bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
 uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch);
 /* a reader's counts at closed word w plus `cells` successes since its point;
- * returns the word they belong to (a newer one, maybe not closed, when w was
+ * returns the word they belong to (a newer one, maybe not closed, when w is
  * overtaken during the read): report its state and generation */
 circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
                                         const uint64_t *cells, circuit_counts *out);

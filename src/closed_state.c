@@ -105,7 +105,7 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
 /* Applies U(k) to every word it touches that has not taken it yet (tag
  * before k): anyone may, any number of times; the tag makes it once. A
  * stopped thread's CAS from a word it read before U(k) (or a later update)
- * was applied fails: the tag is part of the word and only grows. */
+ * is applied fails: the tag is part of the word and only grows. */
 static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
 {
     uint64_t sp[2][2];
@@ -230,7 +230,7 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
     uint64_t d;
     if (!point_successes(w, &prev, &d))
         return false; /* not the word D_{k-1} belongs to */
-    /* B(k - 1): U(k - 1) was complete before the word left k - 1, and U(k)
+    /* B(k - 1): U(k - 1) is complete before the word left k - 1, and U(k)
      * comes after D_k: a word tagged k means D_k is there (the caller
      * looks) */
     if (!circuit__cc_apply(b, k - 1, NULL, &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out))
@@ -266,7 +266,7 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
 {
     uint32_t k = circuit__ck(w.hi);
     circuit__u128 *slot = &b->desc[k & 1u];
-    /* acquire: what was written before it (the bitmap is read after it) */
+    /* acquire: what its writer wrote before it (the bitmap is read after it) */
     circuit__u128 x = circuit__ld128_acq(slot);
     if (circuit__desc_is(x, k)) {
         circuit__desc_unpack(x, out);
@@ -334,7 +334,7 @@ bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const ci
 }
 
 /* Makes sure D_k and U(k) are in place before the word leaves point k (the
- * helping invariant; an intent word's were before the intent was made).
+ * helping invariant; an intent word's were before the intent's CAS).
  * False when w is stale. */
 bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c)
 {

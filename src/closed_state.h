@@ -42,8 +42,8 @@ static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_
 /* The closed descriptors D_k (counting.c packs them; two 16-byte slots,
  * D[k & 1]): lo holds k in full (32 bits: the tag that "read X, check, CAS
  * X" on a slot relies on, so an X of point k comes back only after 2^31
- * writes of its slot; 0.3's first tag, k's low 14 bits, came back after
- * 8 191 and let a stopped writer overwrite a live descriptor, L1), the run
+ * writes of its slot; a shorter tag would let a stopped writer overwrite a
+ * live descriptor, L1), the run
  * and a valid bit; hi the S, failures, seq (modulo the window), full and
  * last-outcome fields. A closed state's first point k0 has all-zero counts:
  * circuit__desc_zero, written into D[k0 & 1] by the transition that enters
@@ -131,7 +131,7 @@ typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
                                 * generation, modulo the window (< window) */
     bool full;                 /* the generation has counted window results */
     uint32_t fail;             /* failures in the window (<= window) */
-    bool last_fail;            /* the newest result was a failure */
+    bool last_fail;            /* the newest result is a failure */
     uint32_t run;              /* its run (saturated at CIRCUIT_RUN_MAX) */
     uint64_t S;                /* cells' sum of the epoch at this point, <= CIRCUIT__D_S_MAX
                                 * (0 after a fold) */

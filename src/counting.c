@@ -36,7 +36,7 @@ bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcom
         return counted;
     }
     if (o == CIRCUIT_FAILURE) {
-        /* an exact point: S2 (0.3) asks trip */
+        /* an exact point: S2 asks trip */
         counted = circuit__closed_failure(b, gen, &now, &have_now, call_ctx) == CIRCUIT__COUNTED;
         circuit__total_add(b, counted ? CIRCUIT__T_FAILURES : CIRCUIT__T_LATE);
         return counted;

@@ -1,6 +1,6 @@
 /*
  * Counting (counting.c): a settled result to the counts of the state its
- * ticket was admitted in, dispatched to closed.c or halfopen.c, and the
+ * ticket is admitted in, dispatched to closed.c or halfopen.c, and the
  * counts a state word stands for. Above closed.c and halfopen.c; below
  * probes.c and the public calls.
  */

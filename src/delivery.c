@@ -45,7 +45,7 @@
  *
  * UNWINDING (O5): a cleanup handler (compiled with -fexceptions) gives the
  * flag back if observe leaves by pthread_exit, cancellation or a C++
- * exception; the transition it was given counts as delivered; the rest are
+ * exception; the transition it is given counts as delivered; the rest are
  * delivered by the next allow or done, which look at `pending`.
  */
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  *
  * INVARIANTS
  *   - the ring holds a record for a result of this generation exactly when
- *     that result was a failure; only the newest record may be missing, and
+ *     that result is a failure; only the newest record may be missing, and
  *     whoever appends next writes it first (helping);
  *   - a record is written or cleared only while the word is at the point
  *     it belongs to ("read X, check the word, CAS X", X read with acquire);
@@ -134,7 +134,7 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
 
 
 /* Computes the word after appending one result to c (closed or half-open).
- * Returns true when the result it evicts was a failure recorded in the ring
+ * Returns true when the result it evicts is a failure recorded in the ring
  * (the caller clears that record once its CAS succeeds). When c is stale the
  * result is garbage, and the caller's CAS from c fails. */
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out)
@@ -157,7 +157,7 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         /* acquire: the caller re-checks the word after this read */
         uint64_t r = circuit__ld_acq(&b->ring[circuit__mod_window(b, seq)]);
         if ((r & REC_VALID) && rec_gen(r) == gen && rec_seq(r) == old && fail > 0) {
-            fail--; /* the evicted result was a failure */
+            fail--; /* the evicted result is a failure */
             evicted_failure = true;
         }
     } else if (seq + 1 == b->window) {

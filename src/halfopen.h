@@ -33,7 +33,7 @@ circuit__timeout_result circuit__count_timeout(circuit_breaker *b, circuit__u128
 
 /* ---- the window's ring ---------------------------------------------------- */
 /* Computes the word after appending one result to c (slow closed or
- * half-open). Returns true when the result it evicts was a failure recorded
+ * half-open). Returns true when the result it evicts is a failure recorded
  * in the ring (the caller clears that record once its CAS succeeds). When c
  * is stale the result is garbage, and the caller's CAS from c fails. */
 bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit__u128 *out);

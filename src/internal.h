@@ -36,7 +36,7 @@
 #endif
 
 /* Planted bugs (tests/sched/PLANTS.md): each CIRCUIT_PLANT_<NAME> switch
- * brings back a defect fixed in 0.3, for the schedule checker to catch. They
+ * brings back a defect the core has had, for the schedule checker to catch. They
  * act in the tests' core only (CIRCUIT_TESTING): the library built in the
  * same tree with the same flags stays correct. */
 #ifndef CIRCUIT_TESTING
@@ -112,7 +112,7 @@ enum circuit__total {
  *
  * field          writers (order)                    readers (order)            pairs with / why
  * -------------  ---------------------------------  -------------------------  ------------------------------------
- * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what was
+ * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what is
  *  (state word)  (cas128_sc): exact points,         ld128_lo_acq                prepared before it (descriptor slots,
  *                intents, transitions, timeouts                                slot 0, half_reopens, ring records);
  *                                                                              readers acquire it. Every "read X,

@@ -105,7 +105,7 @@ bool circuit__pcpu_take(circuit_breaker *b)
     b->arena_unit = (uint16_t)u;
     b->pcpu_stride = (uint16_t)(ch->units * sizeof(circuit__pcpu));
     b->pcpu0 = chunk_regions(ch) + (size_t)u * sizeof(circuit__pcpu);
-    /* Before the breaker is shared; the unit's last owner was freed (the
+    /* Before the breaker is shared; the unit's last owner is gone (the
      * mutex orders its circuit_free before this) */
     for (uint32_t i = 0; i < ncpu; i++)
         *circuit__unit(b, i) = (circuit__pcpu){0, 0};

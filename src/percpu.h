@@ -42,7 +42,7 @@
  * total, then tot_ctl again, all with acquire. seq says how many STARTs
  * and ENDs happened in between; END leaves the flush named (idle), so
  * when that is at most one flush (it started, ended, or both, during the
- * read; or it was busy throughout) tot_ctl names it, and the read corrects
+ * read; or it stayed busy throughout) tot_ctl names it, and the read corrects
  * for it alone: its credit is seen iff the shared parity differs from pS,
  * its subtract iff c's field parity differs from pP; seen credited but not
  * subtracted, its T units are in both places: counted once. A subtract

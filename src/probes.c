@@ -66,7 +66,7 @@ void circuit__slot_bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
     uint64_t *word = &b->bitmap[slot / 32u];
     uint64_t mask = UINT64_C(1) << (slot % 32u);
     uint64_t w = circuit__ld_acq(word); /* acquire: table bitmap */
-    /* release: the slot record was made not-busy before its bit is freed,
+    /* release: the slot record is made not-busy before its bit is freed,
      * so the next owner of the bit sees that record */
     while (bm_gen(w) == gen && (w & mask)) {
         if (circuit__cas_rel(word, &w, w & ~mask))
@@ -93,7 +93,7 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
 {
     circuit__u128 *s = &b->slots[0];
     circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
-    /* A reservation for this open period was made at a moment >= its end,
+    /* A reservation for this open period made at a moment >= its end,
      * so it is due at open_end + probe_timeout or later; a busy record with
      * gen's tag due earlier is an older half-open state's (2^30 transitions
      * ago), left by a ticket released after its timeout fell due. */
@@ -388,13 +388,13 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
     }
     int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
     if (slot0_adopt(b, gen, due, reuse)) {
-        *slot = 0; /* a reservation that was no probe: ours now */
+        *slot = 0; /* a reservation that is no probe: ours now */
     } else {
         bool stale;
         if (!slot_acquire(b, gen, slot, &stale))
             return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
         if (!slot_occupy(b, *slot, gen, due, reuse)) {
-            /* The state moved on before the slot was ours. */
+            /* The state moved on before the slot became ours. */
             circuit__slot_bit_clear(b, *slot, gen);
             return CIRCUIT__STALE;
         }

@@ -12,7 +12,7 @@
  * the shared paths).
  *
  * ONE PASS, NO RETRY (apart from the packed totals' own read, above, and an
- * open word that moved while the clock was read, below; M1 asks for a
+ * open word that moved while the clock is read, below; M1 asks for a
  * value each field held during the call,
  * so only what is reported needs to agree, and a reader must not be starved
  * by writers). Each total only grows, one at a time, so a sum of per-CPU
@@ -22,7 +22,7 @@
  * intent's completion) while it is read: counted twice, or not at all. So,
  * when the word is closed in epoch E: the cells of E, then the ledger, then
  * the word again.
- *   - Still E: no cell was started for a later epoch yet (that needs the
+ *   - Still E: no cell has started a later epoch yet (that needs the
  *     word to leave E, and the cells are read with acquire before the word
  *     is), so the cells were E's; the ledger holds E's sum (key E: a
  *     completion in progress) or none of it, and the cells are added only
@@ -105,8 +105,8 @@ again:
         int64_t now = circuit__now();
         /* The state reported is for the moment of the clock read: the word
          * must still be this open state after it, or a reset and a clock
-         * past the old end would report a half-open that never was (M1).
-         * A transition was made meanwhile: read again, which is lock-free
+         * past the old end would report a half-open that never existed (M1).
+         * A transition came meanwhile: read again, which is lock-free
          * (each retry follows another thread's transition). acquire: table
          * core */
         if (!circuit__core_still(b, &c))

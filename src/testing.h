@@ -76,7 +76,7 @@ uint64_t circuit_test_stats_passes(void);
 bool circuit_test_fast_mode(const circuit_breaker *b);
 
 /* Ends the current closed epoch now (a FOLD: the cells' successes become
- * part of the exact counts); returns true when the breaker was closed and
+ * part of the exact counts); returns true when the breaker is closed and
  * this call made the fold's intent. */
 bool circuit_test_fold(circuit_breaker *b);
 

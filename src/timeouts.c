@@ -37,7 +37,7 @@ _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a slot index fits the claim word's 1
 
 typedef struct claim {
     uint32_t n;     /* claims made so far */
-    uint32_t t0;    /* the state word's timed_out when it was made */
+    uint32_t t0;    /* the state word's timed_out at the claim's CAS */
     uint32_t slot;
     uint32_t gen;   /* generation tag of the probe (and of its half-open state) */
     uint32_t reuse; /* the slot's reuse sequence: with gen, the probe's tag */
@@ -92,7 +92,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     circuit__u128 *s = &b->slots[k.slot];
     uint64_t tag = slot_tag(k.gen, k.reuse), taken = tag | SLOT_TAKEN;
 #if defined(CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT)
-    /* PLANTED BUG (tests/sched/PLANTS.md): 0.2's
+    /* PLANTED BUG (tests/sched/PLANTS.md): the
      * scan frees the due probe's slot (record and bit) and counts the
      * timeout after, dropped if the generation moved in between (P1) */
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
@@ -160,7 +160,7 @@ typedef struct due_slot {
     uint64_t tag;
 } due_slot;
 
-/* Times out the probe of scan entry e (generation gen) unless it was
+/* Times out the probe of scan entry e (generation gen) unless it is
  * settled, or timed out by another thread, first: finishes the claim in
  * progress, if any, then claims this one (a) and finishes it. Returns the
  * probe's due time if it is still in flight and not due at `now` (slot 0's

@@ -27,7 +27,7 @@ static int64_t half_reopens(const circuit_breaker *b, uint32_t gen)
 
 /* Before the CAS that makes open -> half-open (gen), record the reopen count
  * the half-open state inherits. Written only while the word still holds the
- * open state it was computed from (checked after reading the value, and the
+ * open state it comes from (checked after reading the value, and the
  * CAS from that value fails if it moved since), so a stale caller cannot
  * overwrite a later state's count. Returns false when the word moved. */
 static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen, uint32_t k)

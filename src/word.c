@@ -7,11 +7,11 @@
 uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
 {
     /* relaxed: gen64 is only a reference point near the tag's generation,
-     * whichever transition it was last raised by */
+     * whichever transition raised it last */
     uint64_t base = circuit__ld_rlx((uint64_t *)(uintptr_t)&b->gen64);
     /* The tag's distance from the base is SIGNED. The base may lag the tag
      * (a transition made and gen64 not yet raised by its maker) or lead it
-     * (the word was read, then others made transitions and raised gen64:
+     * (the word is read, then others made transitions and raised gen64:
      * get_stats after its read, a transition computed from a stale word).
      * Either way the distance is far below 2^29 (it would take 2^29
      * transitions while one thread holds the word), so the nearest

@@ -19,7 +19,7 @@
  *     half-open:
  *       bits 32..62  seq: results appended to the window in this state,
  *                    counted modulo seq_mod (a multiple of window <= 2^31)
- *       bit   63     no-probe-0: the open -> half-open change was made by
+ *       bit   63     no-probe-0: the open -> half-open change is made by
  *                    a call other than circuit_allow, so slot 0's
  *                    reservation (probes.c) is no probe; set by that CAS
  *                    and kept by every CAS within the state
@@ -49,7 +49,7 @@
  *
  * Every decision (count a failure, trip, close, reopen, time a probe out,
  * isolate, reset, end an epoch) is one CAS of this word from the value it
- * was computed from, so a result is counted only if its generation still
+ * is computed from, so a result is counted only if its generation still
  * holds, and the result that trips or closes the breaker is part of the
  * same update as the transition (C4). Policies are asked before the CAS,
  * which is why they may be asked again when the CAS loses (L4). Every
@@ -64,7 +64,7 @@
  * generation published, as the generation with that tag NEAREST to gen64
  * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
  * maker has not raised it yet) or ahead of it (others made transitions
- * since the word was read), by far less than 2^29 either way.
+ * since the word is read), by far less than 2^29 either way.
  */
 #ifndef CIRCUIT_WORD_H
 #define CIRCUIT_WORD_H
@@ -159,7 +159,7 @@ static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected
 {
     CIRCUIT__CORE_CAS_COUNT();
     CIRCUIT__SHARED_RMW();
-    /* sc: a release for what was prepared before (per-CPU records, slot 0,
+    /* sc: a release for what is prepared before (per-CPU records, slot 0,
      * the reopen count), an acquire for what the winner reads next (table:
      * core) */
     return circuit__cas128_sc(&b->core, expected, desired);
