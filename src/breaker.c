@@ -487,7 +487,7 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             break;
         }
 #endif
-        if (code == CIRCUIT__ST_CLOSED && circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
+        if (code == CIRCUIT__ST_CLOSED && circuit__closed_intent(c.lo) != CIRCUIT__INTENT_NONE) {
             /* a trip, isolate or fold another call started: finish it
              * first (L1), then decide from the state it leaves (a reset
              * racing a trip's intent resets the open breaker, OP2) */

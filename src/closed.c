@@ -55,19 +55,19 @@ static inline circuit__u128 *intent_ctx_of(const circuit_breaker *b, circuit__u1
     return (circuit__u128 *)(uintptr_t)&b->intent_ctx[0];
 #endif
     /* the records are shared and atomic: a const breaker still names them */
-    return (circuit__u128 *)(uintptr_t)&b->intent_ctx[circuit__cintent(wi.lo) ==
+    return (circuit__u128 *)(uintptr_t)&b->intent_ctx[circuit__closed_intent(wi.lo) ==
                                                        CIRCUIT__INTENT_ISOLATE];
 }
 
 static inline uint64_t intent_key(circuit__u128 wi)
 {
-    return ((uint64_t)circuit__gen(wi.lo) << 34) | ((uint64_t)circuit__cintent(wi.lo) << 32) |
-           circuit__ck(wi.hi);
+    return ((uint64_t)circuit__gen(wi.lo) << 34) | ((uint64_t)circuit__closed_intent(wi.lo) << 32) |
+           circuit__closed_point(wi.hi);
 }
 
 static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
 {
-    if (circuit__cintent(wi.lo) == CIRCUIT__INTENT_FOLD)
+    if (circuit__closed_intent(wi.lo) == CIRCUIT__INTENT_FOLD)
         return; /* a fold makes no transition: nothing to observe */
     circuit__u128 *rec = intent_ctx_of(b, wi);
     /* the key in the low half: a 16-byte read checks the low half twice,
@@ -79,7 +79,7 @@ static void intent_ctx_put(circuit_breaker *b, circuit__u128 wi, void *call_ctx)
          * newer maker's: ours comes from a word that has moved on,
          * its intent CAS will fail, and it must not hide the newer one */
 #if !defined(CIRCUIT_PLANT_INTENT_STALE_MAKER)
-        if (x.lo != 0 && (int32_t)((uint32_t)x.lo - circuit__ck(wi.hi)) > 0)
+        if (x.lo != 0 && (int32_t)((uint32_t)x.lo - circuit__closed_point(wi.hi)) > 0)
             return;
 #else
         /* PLANTED BUG (tests/sched/PLANTS.md): a stale
@@ -102,11 +102,11 @@ static void *intent_ctx_get(const circuit_breaker *b, circuit__u128 wi, void *ow
 void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
                        void *call_ctx)
 {
-    unsigned kind = circuit__cintent(wi.lo);
+    unsigned kind = circuit__closed_intent(wi.lo);
     if (circuit__code(wi.lo) != CIRCUIT__ST_CLOSED || kind == CIRCUIT__INTENT_NONE)
         return; /* no intent in it (the word moved on before this read) */
     call_ctx = intent_ctx_get(b, wi, call_ctx); /* O6: the maker's */
-    circuit__cc c;
+    circuit__point_counts c;
     if (!circuit__closed_help(b, wi, &c))
         return;
     /* the closed mirror leaves (g, e) before the seals do (word.h) */
@@ -117,17 +117,17 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     if (S < c.S)
         return; /* cannot be for the word it came from: moved on */
     uint64_t d = S - c.S;
-    circuit__cc n;
+    circuit__point_counts n;
     bool failure = kind == CIRCUIT__INTENT_FAILURE;
     /* B(k): U(k) is complete before an intent is made */
-    if (!circuit__cc_apply(b, circuit__ck(wi.hi), NULL, &c, d, failure, &n))
+    if (!circuit__point_append(b, circuit__closed_point(wi.hi), NULL, &c, d, failure, &n))
         return; /* the bitmap moved past k: so did the word */
     circuit_counts cnt;
-    circuit__cc_counts(b, &n, &cnt);
+    circuit__point_to_counts(b, &n, &cnt);
     circuit_state to = CIRCUIT_CLOSED;
     if (kind == CIRCUIT__INTENT_ISOLATE)
         to = CIRCUIT_ISOLATED;
-    else if (failure && (wi.lo & CIRCUIT__LO_ASKED) && S == circuit__csd(wi.hi))
+    else if (failure && (wi.lo & CIRCUIT__LO_ASKED) && S == circuit__closed_sum(wi.hi))
         to = CIRCUIT_OPEN; /* the same counts its maker's trip said true for (L4) */
     else if (failure && ask_trip(b, &cnt))
         to = CIRCUIT_OPEN;
@@ -152,10 +152,10 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
                             &cnt, *now, call_ctx);
         return;
     }
-    uint32_t k1 = circuit__ck(wi.hi) + 1;
-    uint64_t dsat = d > CIRCUIT__SD_MAX ? CIRCUIT__SD_MAX : d;
-    circuit__u128 nw = {circuit__mkclo(circuit__gen(wi.lo), circuit__fresh_epoch(b), failure, true, 0),
-                        circuit__mkchi(k1, dsat)};
+    uint32_t k1 = circuit__closed_point(wi.hi) + 1;
+    uint64_t dsat = d > CIRCUIT__CLOSED_SUM_MAX ? CIRCUIT__CLOSED_SUM_MAX : d;
+    circuit__u128 nw = {circuit__closed_lo(circuit__gen(wi.lo), circuit__fresh_epoch(b), failure, true, 0),
+                        circuit__closed_hi(k1, dsat)};
     CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
     if (circuit__core_cas(b, &w, nw)) {
         n.S = 0;
@@ -169,14 +169,14 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
  * asked_S: a failure whose trip said true with the cells' sum *asked_S.
  * D_k must be in place (circuit__closed_help) before: the intent word's
  * upper half no longer holds S_k. */
-static bool intend(circuit_breaker *b, circuit__u128 *w, unsigned kind, const uint64_t *asked_S,
+static bool intent_make(circuit_breaker *b, circuit__u128 *w, unsigned kind, const uint64_t *asked_S,
                    int64_t *now, bool *have_now, void *call_ctx)
 {
-    if (circuit__cintent(w->lo) == CIRCUIT__INTENT_NONE) {
+    if (circuit__closed_intent(w->lo) == CIRCUIT__INTENT_NONE) {
         circuit__u128 wi = {w->lo | ((uint64_t)kind << CIRCUIT__LO_INTENT_SHIFT), w->hi};
         if (asked_S) {
             wi.lo |= CIRCUIT__LO_ASKED;
-            wi.hi = circuit__mkchi(circuit__ck(w->hi), *asked_S);
+            wi.hi = circuit__closed_hi(circuit__closed_point(w->hi), *asked_S);
         }
         intent_ctx_put(b, wi, call_ctx);
         CIRCUIT__HOOK(CIRCUIT_TP_INTENT_BEFORE_CAS);
@@ -202,19 +202,19 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
     /* The mirror shut, or the cell sealed, of another epoch or at its
      * limit: the state word decides (below). acquire: as above */
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
-    if (circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE &&
+    if (circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__closed_intent(lo) == CIRCUIT__INTENT_NONE &&
         circuit__mirror_of(lo) != m)
         circuit__mirror_set(b);
     for (;;) {
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE; /* T2 (a closed ticket's generation is a closed one) */
-        if (circuit__cintent(lo) != CIRCUIT__INTENT_NONE) {
+        if (circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE) {
             /* acquire: table core */
             circuit__complete(b, circuit__ld128_acq(&b->core), &now, &have_now, call_ctx);
             lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
             continue;
         }
-        uint32_t epoch = circuit__cepoch(lo);
+        uint32_t epoch = circuit__closed_epoch(lo);
         /* relaxed: the CAS below decides */
         uint64_t v = circuit__ld_rlx(cell);
         CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
@@ -231,9 +231,9 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
                 continue; /* changed under us: count again */
             /* at its limit: the epoch ends by a FOLD */
             circuit__u128 w = circuit__ld128_acq(&b->core);
-            circuit__cc c;
+            circuit__point_counts c;
             if (w.lo == lo && circuit__closed_help(b, w, &c))
-                intend(b, &w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, call_ctx);
+                intent_make(b, &w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, call_ctx);
         } else if (circuit__cell_epoch(v) != epoch && (v & CIRCUIT__CELL_SEALED)) {
             /* an ended epoch's cell (every epoch ends with its cells sealed):
              * start it for ours. Read X (above), check the word, CAS X. */
@@ -267,28 +267,28 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
     for (;;) {
         if (circuit__gen(w.lo) != gen || circuit__code(w.lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE;
-        if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE) {
+        if (circuit__closed_intent(w.lo) != CIRCUIT__INTENT_NONE) {
             circuit__complete(b, w, now, have_now, call_ctx);
             w = circuit__ld128_acq(&b->core); /* acquire: table core */
             continue;
         }
-        circuit__cc c;
+        circuit__point_counts c;
         if (!circuit__closed_help(b, w, &c)) {
             w = circuit__ld128_acq(&b->core); /* acquire: table core */
             continue;
         }
         bool sealed, at_limit;
-        uint64_t S = circuit__cells_sum(b, circuit__cepoch(w.lo), &sealed, &at_limit);
+        uint64_t S = circuit__cells_sum(b, circuit__closed_epoch(w.lo), &sealed, &at_limit);
         bool need_intent = sealed || at_limit || S > CIRCUIT__D_S_MAX;
         bool asked = false;
-        circuit__cc n;
+        circuit__point_counts n;
         if (!need_intent) {
             if (S < c.S) { /* not the word c belongs to */
                 w = circuit__ld128_acq(&b->core); /* acquire: table core */
                 continue;
             }
             /* B(k): closed_help made U(k) complete */
-            bool fresh = circuit__cc_apply(b, circuit__ck(w.hi), NULL, &c, S - c.S, true, &n);
+            bool fresh = circuit__point_append(b, circuit__closed_point(w.hi), NULL, &c, S - c.S, true, &n);
             /* acquire: after the bitmap and cell reads: c, S and the
              * bitmap belong to w */
             circuit__u128 again = circuit__ld128_acq(&b->core);
@@ -297,11 +297,11 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
                 continue;
             }
             circuit_counts cnt;
-            circuit__cc_counts(b, &n, &cnt);
+            circuit__point_to_counts(b, &n, &cnt);
             /* S2: asked after each failure, with exact counts */
             if (!ask_trip(b, &cnt)) {
-                circuit__u128 nw = {circuit__mkclo(gen, circuit__cepoch(w.lo), true, false, 0),
-                                    circuit__mkchi(circuit__ck(w.hi) + 1, S)};
+                circuit__u128 nw = {circuit__closed_lo(gen, circuit__closed_epoch(w.lo), true, false, 0),
+                                    circuit__closed_hi(circuit__closed_point(w.hi) + 1, S)};
                 CIRCUIT__HOOK(CIRCUIT_TP_DONE_BEFORE_CAS);
                 if (circuit__core_cas(b, &w, nw)) {
                     n.S = S;
@@ -314,7 +314,7 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
         }
         /* the point must end the epoch: trip, or a sealed / full cell */
         circuit__u128 wi = w;
-        if (!intend(b, &wi, CIRCUIT__INTENT_FAILURE, asked ? &S : NULL, now, have_now, call_ctx)) {
+        if (!intent_make(b, &wi, CIRCUIT__INTENT_FAILURE, asked ? &S : NULL, now, have_now, call_ctx)) {
             w = wi;
             continue;
         }
@@ -329,24 +329,24 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
 bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx)
 {
     bool have_now = true;
-    circuit__cc c;
+    circuit__point_counts c;
     if (!circuit__closed_help(b, *w, &c)) {
         *w = circuit__ld128_acq(&b->core); /* acquire: table core */
         return false;
     }
-    return intend(b, w, CIRCUIT__INTENT_ISOLATE, NULL, &now, &have_now, call_ctx);
+    return intent_make(b, w, CIRCUIT__INTENT_ISOLATE, NULL, &now, &have_now, call_ctx);
 }
 
 bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
 {
     int64_t now = 0;
     bool have_now = false;
-    circuit__cc c;
+    circuit__point_counts c;
     if (!circuit__closed_help(b, *w, &c)) {
         *w = circuit__ld128_acq(&b->core); /* acquire: table core */
         return false;
     }
-    return intend(b, w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, NULL);
+    return intent_make(b, w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, NULL);
 }
 
 /* A reader's counts at the word w, plus `cells` successes counted since its
@@ -371,11 +371,11 @@ bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
 circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
                                         const uint64_t *cells, circuit_counts *out)
 {
-    circuit__cc c, n;
+    circuit__point_counts c, n;
     for (;;) {
         CIRCUIT__HOOK(CIRCUIT_TP_STATS_COUNTS_TRY);
         /* read only (write = false): the cast drops nothing written */
-        if (!circuit__closed_cc((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
+        if (!circuit__point_read((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
             /* the word moved past the descriptors it names: its point is
              * made during the call; take the newest word */
             circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
@@ -399,9 +399,9 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
          * word's CAS and the update), and a reader writes nothing: it
          * applies U(k) to its own copy of each word not tagged k yet. An
          * intent word's U(k) is complete before the intent. */
-        circuit__upd u, *virt = NULL;
+        circuit__bits_update u, *virt = NULL;
         bool fresh = true;
-        if (circuit__cintent(w.lo) == CIRCUIT__INTENT_NONE) {
+        if (circuit__closed_intent(w.lo) == CIRCUIT__INTENT_NONE) {
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
             (void)circuit__bits_update_of(b, w, &c, &u); /* PLANTED: D_{k-1} gone, read on */
 #else
@@ -409,10 +409,10 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
 #endif
             virt = &u;
         }
-        fresh = fresh && circuit__cc_apply(b, circuit__ck(w.hi), virt, &c, d, false, &n);
+        fresh = fresh && circuit__point_append(b, circuit__closed_point(w.hi), virt, &c, d, false, &n);
         /* acquire: after the bitmap and descriptor reads above (table core) */
         circuit__u128 now = circuit__ld128_acq(&b->core);
-        if (fresh && circuit__closed_at_point(now.lo, now.hi, circuit__gen(w.lo), circuit__ck(w.hi)))
+        if (fresh && circuit__closed_at_point(now.lo, now.hi, circuit__gen(w.lo), circuit__closed_point(w.hi)))
             break;
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
         /* PLANTED BUG (tests/sched/PLANTS.md): a word no
@@ -429,6 +429,6 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         w = now;
         cells = NULL;
     }
-    circuit__cc_counts(b, &n, out);
+    circuit__point_to_counts(b, &n, out);
     return w;
 }

@@ -30,7 +30,7 @@ static inline circuit__closed_result circuit__closed_success(circuit_breaker *b,
      * its start left them. */
     uint64_t m = circuit__mirror_ld(b);
     if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen) {
-        uint32_t epoch = circuit__cepoch(m);
+        uint32_t epoch = circuit__closed_epoch(m);
         uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
         CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
         while (circuit__cell_epoch(v) == epoch && !(v & CIRCUIT__CELL_SEALED) &&

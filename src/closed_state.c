@@ -50,7 +50,7 @@ static inline int spans(const circuit_breaker *b, uint32_t s, uint32_t m, uint64
 }
 
 /* What update u does to word j: the bits it clears, the one it sets. */
-static inline void upd_masks(const circuit_breaker *b, const circuit__upd *u, uint32_t j,
+static inline void bits_update_masks(const circuit_breaker *b, const circuit__bits_update *u, uint32_t j,
                              uint64_t *clr, uint64_t *set)
 {
     uint64_t sp[2][2];
@@ -69,7 +69,7 @@ static inline void upd_masks(const circuit_breaker *b, const circuit__upd *u, ui
  * such a word is one U(k) does not touch. False when a word is tagged after
  * k: a later point's update is in it, so the caller's word is stale. The
  * caller checks the state word after these reads. */
-static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd *virt, uint32_t s,
+static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__bits_update *virt, uint32_t s,
                        uint32_t m, uint32_t *out)
 {
     uint64_t sp[2][2];
@@ -91,7 +91,7 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
             uint64_t bits = x.hi;
             if (virt && circuit__tag_before(x.lo, k)) {
                 uint64_t clr, set;
-                upd_masks(b, virt, j, &clr, &set);
+                bits_update_masks(b, virt, j, &clr, &set);
                 bits = (bits & ~clr) | set;
             }
             count += (uint32_t)__builtin_popcountll(bits & span_mask(j, sp[g][0], sp[g][1]));
@@ -106,14 +106,14 @@ static bool bits_count(const circuit_breaker *b, uint32_t k, const circuit__upd 
  * before k): anyone may, any number of times; the tag makes it once. A
  * stopped thread's CAS from a word it read before U(k) (or a later update)
  * is applied fails: the tag is part of the word and only grows. */
-static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
+static void bits_update_apply(circuit_breaker *b, uint32_t k, const circuit__bits_update *u)
 {
     uint64_t sp[2][2];
     int n = spans(b, u->s, u->m, sp);
     for (int g = 0; g < n; g++) {
         for (uint32_t j = (uint32_t)(sp[g][0] / 64u); j <= (uint32_t)((sp[g][1] - 1u) / 64u); j++) {
             uint64_t clr, set;
-            upd_masks(b, u, j, &clr, &set);
+            bits_update_masks(b, u, j, &clr, &set);
             /* acquire: the value a failed CAS hands back is used again */
             circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j));
             while (circuit__tag_before(x.lo, k)) {
@@ -141,8 +141,8 @@ static void upd_apply(circuit_breaker *b, uint32_t k, const circuit__upd *u)
  * however many successes came before, and none once everything leaves (d + 1
  * >= window). False when the bitmap has moved past k (the caller's word is
  * stale). */
-bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd *virt,
-                       const circuit__cc *c, uint64_t d, bool failure, circuit__cc *out)
+bool circuit__point_append(const circuit_breaker *b, uint32_t k, const circuit__bits_update *virt,
+                       const circuit__point_counts *c, uint64_t d, bool failure, circuit__point_counts *out)
 {
     uint64_t W = b->window;
     uint64_t n = d + (failure ? 1u : 0u);
@@ -187,7 +187,7 @@ bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd 
     return true;
 }
 
-void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out)
+void circuit__point_to_counts(const circuit_breaker *b, const circuit__point_counts *c, circuit_counts *out)
 {
     int64_t n = c->full ? (int64_t)b->window : (int64_t)c->seq;
     out->successes = n - (int64_t)c->fail;
@@ -203,12 +203,12 @@ void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_
 /* The successes point k (word w, no intent) appended after D_{k-1} (prev):
  * the folded count of a fold (saturated), else S_k - S_{k-1}. False when w
  * cannot be the word after prev. */
-static inline bool point_successes(circuit__u128 w, const circuit__cc *prev, uint64_t *d)
+static inline bool point_successes(circuit__u128 w, const circuit__point_counts *prev, uint64_t *d)
 {
     if (w.lo & CIRCUIT__LO_F)
-        *d = circuit__csd(w.hi);
-    else if (circuit__csd(w.hi) >= prev->S)
-        *d = circuit__csd(w.hi) - prev->S;
+        *d = circuit__closed_sum(w.hi);
+    else if (circuit__closed_sum(w.hi) >= prev->S)
+        *d = circuit__closed_sum(w.hi) - prev->S;
     else
         return false;
     return true;
@@ -216,10 +216,10 @@ static inline bool point_successes(circuit__u128 w, const circuit__cc *prev, uin
 
 /* D_k from D_{k-1} and the word w at k. False when D_{k-1} is not there
  * (w is stale). */
-static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *out)
+static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__point_counts *out)
 {
-    uint32_t k = circuit__ck(w.hi);
-    circuit__cc prev;
+    uint32_t k = circuit__closed_point(w.hi);
+    circuit__point_counts prev;
     /* acquire: a value it held, checked against the word by the caller.
      * D_{k0} of the state's first point is there before the state is
      * (transition.c), so no point is special. */
@@ -233,9 +233,9 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
     /* B(k - 1): U(k - 1) is complete before the word left k - 1, and U(k)
      * comes after D_k: a word tagged k means D_k is there (the caller
      * looks) */
-    if (!circuit__cc_apply(b, k - 1, NULL, &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out))
+    if (!circuit__point_append(b, k - 1, NULL, &prev, d, (w.lo & CIRCUIT__LO_X) != 0, out))
         return false;
-    out->S = (w.lo & CIRCUIT__LO_F) ? 0 : circuit__csd(w.hi);
+    out->S = (w.lo & CIRCUIT__LO_F) ? 0 : circuit__closed_sum(w.hi);
     return true;
 }
 
@@ -244,9 +244,9 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__cc *
  * X, so a stopped writer cannot put an old point's counts over a newer
  * one. If D_k appears meanwhile, *c becomes that one (the same value, as
  * derived). False when the word moved past k (whoever moved it wrote D_k). */
-static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circuit__cc *c)
+static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circuit__point_counts *c)
 {
-    uint32_t k = circuit__ck(w.hi);
+    uint32_t k = circuit__closed_point(w.hi);
     circuit__u128 *slot = &b->desc[k & 1u];
     circuit__u128 want = circuit__desc_pack(c, k);
     while (!circuit__desc_is(x, k)) {
@@ -262,9 +262,9 @@ static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circu
     return true;
 }
 
-bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write)
+bool circuit__point_read(circuit_breaker *b, circuit__u128 w, circuit__point_counts *out, bool write)
 {
-    uint32_t k = circuit__ck(w.hi);
+    uint32_t k = circuit__closed_point(w.hi);
     circuit__u128 *slot = &b->desc[k & 1u];
     /* acquire: what its writer wrote before it (the bitmap is read after it) */
     circuit__u128 x = circuit__ld128_acq(slot);
@@ -296,10 +296,10 @@ bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, b
 /* U(k) of a point whose counts are ck, after it appended n results (its
  * failure last when `failure`): clear the slots of the min(n, window)
  * newest positions, set its failure's. Nothing for a window of 1. */
-static void upd_make(const circuit_breaker *b, const circuit__cc *ck, uint64_t n, bool failure,
-                     circuit__upd *u)
+static void bits_update_make(const circuit_breaker *b, const circuit__point_counts *ck, uint64_t n, bool failure,
+                     circuit__bits_update *u)
 {
-    *u = (circuit__upd){0, 0, -1};
+    *u = (circuit__bits_update){0, 0, -1};
     if (b->window == 1 || n == 0)
         return;
     uint32_t m = n >= b->window ? b->window : (uint32_t)n;
@@ -313,61 +313,61 @@ static void upd_make(const circuit_breaker *b, const circuit__cc *ck, uint64_t n
  * D_{k-1} and what the word says point k appended (d successes, then its
  * failure if X). The state's first point has none (the transition that
  * entered it emptied the bitmap). False when D_{k-1} is gone (w is stale). */
-bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc *ck, circuit__upd *u)
+bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const circuit__point_counts *ck, circuit__bits_update *u)
 {
-    *u = (circuit__upd){0, 0, -1};
+    *u = (circuit__bits_update){0, 0, -1};
     if (b->window == 1 || (!ck->full && ck->seq == 0))
         return true; /* window 1 (the word's last outcome), or nothing appended */
-    uint32_t k = circuit__ck(w.hi);
+    uint32_t k = circuit__closed_point(w.hi);
     /* acquire: checked against the word by the caller, like D_k */
     circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
     if (!circuit__desc_is(p, k - 1))
         return false;
-    circuit__cc prev;
+    circuit__point_counts prev;
     circuit__desc_unpack(p, &prev);
     uint64_t d;
     if (!point_successes(w, &prev, &d))
         return false;
     bool x = (w.lo & CIRCUIT__LO_X) != 0;
-    upd_make(b, ck, d + (x ? 1u : 0u), x, u);
+    bits_update_make(b, ck, d + (x ? 1u : 0u), x, u);
     return true;
 }
 
 /* Makes sure D_k and U(k) are in place before the word leaves point k (the
  * helping invariant; an intent word's were before the intent's CAS).
  * False when w is stale. */
-bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c)
+bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__point_counts *c)
 {
-    if (!circuit__closed_cc(b, w, c, true))
+    if (!circuit__point_read(b, w, c, true))
         return false;
-    if (circuit__cintent(w.lo) != CIRCUIT__INTENT_NONE)
+    if (circuit__closed_intent(w.lo) != CIRCUIT__INTENT_NONE)
         return true;
-    circuit__upd u;
+    circuit__bits_update u;
     if (!circuit__bits_update_of(b, w, c, &u))
         return false;
     if (u.m == 0)
         return true;
     CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-    upd_apply(b, circuit__ck(w.hi), &u);
+    bits_update_apply(b, circuit__closed_point(w.hi), &u);
     return true;
 }
 
 /* After the CAS that made point k (word w, counts c, n results appended,
  * the last a failure when `failure`; all known to its maker): D_k (desc_put,
- * as a deriver writes it), then U(k) from the same numbers upd_of derives
+ * as a deriver writes it), then U(k) from the same numbers circuit__bits_update_of derives
  * it from. Anyone else who needs them goes through closed_help. */
-void circuit__point_publish(circuit_breaker *b, circuit__u128 w, circuit__cc *c, uint64_t n,
+void circuit__point_publish(circuit_breaker *b, circuit__u128 w, circuit__point_counts *c, uint64_t n,
                         bool failure)
 {
     /* acquire: before the check in desc_put */
-    if (!desc_put(b, w, circuit__ld128_acq(&b->desc[circuit__ck(w.hi) & 1u]), c))
+    if (!desc_put(b, w, circuit__ld128_acq(&b->desc[circuit__closed_point(w.hi) & 1u]), c))
         return; /* moved on: whoever moved it wrote D_k and U(k) first */
-    circuit__upd u;
-    upd_make(b, c, n, failure, &u); /* what upd_of would derive, known here */
+    circuit__bits_update u;
+    bits_update_make(b, c, n, failure, &u); /* what circuit__bits_update_of would derive, known here */
     if (u.m == 0)
         return;
     CIRCUIT__HOOK(CIRCUIT_TP_RING_BEFORE_WRITE);
-    upd_apply(b, circuit__ck(w.hi), &u);
+    bits_update_apply(b, circuit__closed_point(w.hi), &u);
 }
 
 /* ---- cells: sum and seal ----------------------------------------------- */
@@ -399,7 +399,7 @@ uint64_t circuit__cells_sum(const circuit_breaker *b, uint32_t epoch, bool *seal
  * false when the word left wi (someone completed it). */
 bool circuit__cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
 {
-    uint32_t epoch = circuit__cepoch(wi.lo);
+    uint32_t epoch = circuit__closed_epoch(wi.lo);
     uint64_t s = 0;
     for (uint32_t i = 0; i < b->ncpu; i++) {
         uint64_t *cell = &circuit__unit(b, i)->cell;
@@ -476,7 +476,7 @@ void circuit__mirror_set(circuit_breaker *b)
     /* acquire, then acquire: the mirror is read BEFORE the word (word.h) */
     circuit__u128 m = circuit__ld128_acq(&b->mirror);
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
-    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__cintent(lo) != CIRCUIT__INTENT_NONE)
+    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE)
         return;
     uint64_t v = circuit__mirror_of(lo);
     if (m.lo == v)
@@ -514,7 +514,7 @@ void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi)
  * false when the word moved. */
 static bool k_next_set(circuit_breaker *b, circuit__u128 c)
 {
-    uint64_t want = (uint32_t)(circuit__ck(c.hi) + 2u);
+    uint64_t want = (uint32_t)(circuit__closed_point(c.hi) + 2u);
     uint64_t v = circuit__ld_acq(&b->k_next); /* acquire: before the check */
     while (v != want) {
         circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
@@ -583,8 +583,8 @@ bool circuit__closed_enter(circuit_breaker *b, uint64_t lo, uint32_t gen, circui
     uint32_t k0 = (uint32_t)circuit__ld_acq(&b->k_next);
     if (!desc_start(b, lo, k0) || !bits_start(b, lo, k0))
         return false;
-    *nw = (circuit__u128){circuit__mkclo(gen, circuit__fresh_epoch(b), false, false, 0),
-                          circuit__mkchi(k0, 0)};
+    *nw = (circuit__u128){circuit__closed_lo(gen, circuit__fresh_epoch(b), false, false, 0),
+                          circuit__closed_hi(k0, 0)};
     return true;
 }
 
@@ -598,11 +598,11 @@ void circuit__closed_init(circuit_breaker *b)
     /* D_0: the first closed state's first point (word.h) */
     b->k_next = 0;
     circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
-    circuit__st128_init(&b->core, (circuit__u128){circuit__mkclo(0, 0, false, false, 0),
-                                                  circuit__mkchi(0, 0)});
+    circuit__st128_init(&b->core, (circuit__u128){circuit__closed_lo(0, 0, false, false, 0),
+                                                  circuit__closed_hi(0, 0)});
     /* the closed mirror (word.h), open for that state, version 0 */
     circuit__st128_init(&b->mirror,
-                        (circuit__u128){circuit__mirror_of(circuit__mkclo(0, 0, false, false, 0)), 0});
+                        (circuit__u128){circuit__mirror_of(circuit__closed_lo(0, 0, false, false, 0)), 0});
 }
 
 uint32_t circuit__fresh_epoch(circuit_breaker *b)

@@ -24,20 +24,20 @@
 #define CIRCUIT__INTENT_FAILURE 2u
 #define CIRCUIT__INTENT_ISOLATE 3u
 #define CIRCUIT__LO_ASKED (UINT64_C(1) << 63) /* failure intent: trip said true at hi's sum */
-#define CIRCUIT__SD_MAX UINT64_C(0xffffffff)
+#define CIRCUIT__CLOSED_SUM_MAX UINT64_C(0xffffffff)
 
 /* closed word */
-static inline uint32_t circuit__cepoch(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__EPOCH_MASK); }
-static inline unsigned circuit__cintent(uint64_t lo) { return (unsigned)((lo >> CIRCUIT__LO_INTENT_SHIFT) & 3u); }
-static inline uint64_t circuit__mkclo(uint32_t gen, uint32_t epoch, bool x, bool f, unsigned intent)
+static inline uint32_t circuit__closed_epoch(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__EPOCH_MASK); }
+static inline unsigned circuit__closed_intent(uint64_t lo) { return (unsigned)((lo >> CIRCUIT__LO_INTENT_SHIFT) & 3u); }
+static inline uint64_t circuit__closed_lo(uint32_t gen, uint32_t epoch, bool x, bool f, unsigned intent)
 {
     return (uint64_t)CIRCUIT__ST_CLOSED | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
            ((uint64_t)(epoch & CIRCUIT__EPOCH_MASK) << 32) | (x ? CIRCUIT__LO_X : 0) |
            (f ? CIRCUIT__LO_F : 0) | ((uint64_t)intent << CIRCUIT__LO_INTENT_SHIFT);
 }
-static inline uint32_t circuit__ck(uint64_t hi) { return (uint32_t)hi; }
-static inline uint64_t circuit__csd(uint64_t hi) { return hi >> 32; }
-static inline uint64_t circuit__mkchi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
+static inline uint32_t circuit__closed_point(uint64_t hi) { return (uint32_t)hi; }
+static inline uint64_t circuit__closed_sum(uint64_t hi) { return hi >> 32; }
+static inline uint64_t circuit__closed_hi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
 
 /* The closed descriptors D_k (counting.c packs them; two 16-byte slots,
  * D[k & 1]): lo holds k in full (32 bits: the tag that "read X, check, CAS
@@ -99,7 +99,7 @@ static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32
 static inline bool circuit__closed_at_point(uint64_t lo, uint64_t hi, uint32_t gen, uint32_t k)
 {
     return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__gen(lo) == gen &&
-           circuit__ck(hi) == k;
+           circuit__closed_point(hi) == k;
 }
 
 /* ---- the closed mirror (docs/design/mirror.md) ----------------------------- */
@@ -122,11 +122,11 @@ void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi);
  * by counting.c and compared by it and by stats. */
 static inline uint64_t circuit__ledger_key(uint64_t lo)
 {
-    return ((uint64_t)circuit__gen(lo) << 32) | (UINT64_C(1) << 31) | circuit__cepoch(lo);
+    return ((uint64_t)circuit__gen(lo) << 32) | (UINT64_C(1) << 31) | circuit__closed_epoch(lo);
 }
 
 /* ---- exact points ---------------------------------------------------------- */
-typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
+typedef struct circuit__point_counts {   /* the counts at an exact point (a descriptor) */
     uint32_t seq;              /* ring index of the next result: results counted in this
                                 * generation, modulo the window (< window) */
     bool full;                 /* the generation has counted window results */
@@ -135,11 +135,11 @@ typedef struct circuit__cc {   /* the counts at an exact point (a descriptor) */
     uint32_t run;              /* its run (saturated at CIRCUIT_RUN_MAX) */
     uint64_t S;                /* cells' sum of the epoch at this point, <= CIRCUIT__D_S_MAX
                                 * (0 after a fold) */
-} circuit__cc;
+} circuit__point_counts;
 /* D_k, the descriptor of exact point k with counts *c, in word.h's layout
  * (the tag is k in full). A field out of its range is a bug of this layer:
  * it aborts rather than be stored cut. */
-static inline circuit__u128 circuit__desc_pack(const circuit__cc *c, uint32_t k)
+static inline circuit__u128 circuit__desc_pack(const circuit__point_counts *c, uint32_t k)
 {
     if (c->seq > CIRCUIT__D_SEQ_MASK || c->fail > (uint32_t)CIRCUIT_MAX_COUNT ||
         c->run > (uint32_t)CIRCUIT_RUN_MAX || c->S > CIRCUIT__D_S_MAX)
@@ -152,7 +152,7 @@ static inline circuit__u128 circuit__desc_pack(const circuit__cc *c, uint32_t k)
                   (c->last_fail ? CIRCUIT__D_LAST : 0) | (c->S << CIRCUIT__D_S_SHIFT);
     return (circuit__u128){lo, hi};
 }
-static inline void circuit__desc_unpack(circuit__u128 d, circuit__cc *c)
+static inline void circuit__desc_unpack(circuit__u128 d, circuit__point_counts *c)
 {
     c->run = (uint32_t)((d.lo >> CIRCUIT__D_RUN_SHIFT) & CIRCUIT__F31_MASK);
     c->seq = (uint32_t)(d.hi & CIRCUIT__D_SEQ_MASK);
@@ -165,24 +165,24 @@ static inline void circuit__desc_unpack(circuit__u128 d, circuit__cc *c)
  * the m ring indices from s on (modulo the window: the indices of the m
  * positions the point appended, which evict the m before them), then set
  * the bit of index `set` (its failure; -1: none). */
-typedef struct circuit__upd {
+typedef struct circuit__bits_update {
     uint32_t s, m;
     int64_t set;
-} circuit__upd;
-bool circuit__cc_apply(const circuit_breaker *b, uint32_t k, const circuit__upd *virt,
-                       const circuit__cc *c, uint64_t d, bool failure, circuit__cc *out);
-void circuit__cc_counts(const circuit_breaker *b, const circuit__cc *c, circuit_counts *out);
-bool circuit__closed_cc(circuit_breaker *b, circuit__u128 w, circuit__cc *out, bool write);
+} circuit__bits_update;
+bool circuit__point_append(const circuit_breaker *b, uint32_t k, const circuit__bits_update *virt,
+                       const circuit__point_counts *c, uint64_t d, bool failure, circuit__point_counts *out);
+void circuit__point_to_counts(const circuit_breaker *b, const circuit__point_counts *c, circuit_counts *out);
+bool circuit__point_read(circuit_breaker *b, circuit__u128 w, circuit__point_counts *out, bool write);
 /* Makes sure D_k and U(k) are in place before the word leaves point k.
  * False when w is stale. */
-bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__cc *c);
+bool circuit__closed_help(circuit_breaker *b, circuit__u128 w, circuit__point_counts *c);
 /* U(k) of the word w at point k (no intent), whose counts are ck. False
  * when D_{k-1} is gone (w is stale). */
-bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const circuit__cc *ck,
-                             circuit__upd *u);
+bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const circuit__point_counts *ck,
+                             circuit__bits_update *u);
 /* After the CAS that made point k (word w, counts c, n results appended,
  * the last a failure when `failure`): D_k, then U(k). */
-void circuit__point_publish(circuit_breaker *b, circuit__u128 w, circuit__cc *c, uint64_t n,
+void circuit__point_publish(circuit_breaker *b, circuit__u128 w, circuit__point_counts *c, uint64_t n,
                             bool failure);
 
 /* ---- cells, ledger ------------------------------------------------------------ */

@@ -11,7 +11,7 @@ void circuit__counts(const circuit_breaker *b, circuit__u128 c, circuit_counts *
 {
     if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
         /* the exact point's counts plus the cells since, read only */
-        uint64_t cells = circuit__cells_read(b, circuit__cepoch(c.lo));
+        uint64_t cells = circuit__cells_read(b, circuit__closed_epoch(c.lo));
         (void)circuit__closed_counts_at(b, c, &cells, out);
         return;
     }

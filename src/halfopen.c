@@ -133,7 +133,7 @@ void circuit__ring_help(circuit_breaker *b, circuit__u128 c)
 }
 
 
-/* Computes the word after appending one result to c (closed or half-open).
+/* Computes the word after appending one result to c (half-open).
  * Returns true when the result it evicts is a failure recorded in the ring
  * (the caller clears that record once its CAS succeeds). When c is stale the
  * result is garbage, and the caller's CAS from c fails. */
@@ -172,7 +172,7 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
     uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
 
     /* half-open: the state's no-probe-0 mark is kept (word.h) */
-    out->lo = circuit__mklo(circuit__code(c.lo), gen, nseq) |
+    out->lo = circuit__word_lo(circuit__code(c.lo), gen, nseq) |
               (circuit__code(c.lo) == CIRCUIT__ST_HALF_OPEN ? c.lo & CIRCUIT__LO_NO_PROBE0 : 0);
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |
               (failure ? CIRCUIT__HI_LAST_FAIL : 0) | ((uint64_t)run << CIRCUIT__HI_RUN_SHIFT) |

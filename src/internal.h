@@ -4,19 +4,28 @@
  * shared field), the ticket seen from inside, and the ground services every
  * floor may call (clock, config check, the test seam).
  *
- * THE FLOORS OF src/ (each file calls only files on the floors below it;
- * no file calls back up):
- *   public calls   breaker.c (allow, done, release, isolate, reset, state),
- *                  stats.c (get_stats)
- *   probes         probes.c: probe slots, timeouts, open -> half-open
- *   counting       counting.c: the result -> counts step (the policies asked)
+ * THE FLOORS OF src/ (each file includes and calls only files on its own
+ * floor's row or below; 0 circles, 0 calls back up):
+ *   public calls   breaker.c (allow, done, release, isolate, reset, state,
+ *                  new, free), stats.c (get_stats); testing.c (the test
+ *                  build's seams, beside them)
+ *   time           timeouts.c: open -> half-open, probe timeouts
+ *                  (circuit__advance)
+ *   probes         probes.c: probe slots, admission, release (slots.h)
+ *   counting       counting.c: a settled result to closed.c or halfopen.c
+ *   closed,        closed.c: a success, a failure's exact point, intents
+ *   half-open      (trip, isolate, fold), the stats reader; halfopen.c: a
+ *                  probe's result, a timeout's count, the window's ring
  *   transitions    transition.c: the one function every change goes through
- *   lines, window  percpu.c (per-CPU lines: success cells, totals), window.c
- *                  (the ring): counting's lower floor
+ *   closed state   closed_state.c: descriptors, bitmap, cells, ledger,
+ *                  mirror; entering and leaving closed (for transition.c)
+ *   lines          percpu.c: the per-CPU arena and the M1 totals
  *   delivery       delivery.c: transitions handed to observe (O1-O6)
  *   state word     word.c / word.h: encoding, CAS, generation widening
  *   ground         internal.h, atomics.h, message.c, clock.c, config.c,
- *                  names.c; testing.h (test build)
+ *                  names.c, test_points.h
+ * A failure's cycle by file: trip (closed.c), open (transition.c),
+ * half-open (timeouts.c), probes (probes.c), close or reopen (halfopen.c).
  * presets.c and prometheus.c stand beside the core on the public API (and
  * message.h); nothing in the core calls them.
  */
@@ -140,17 +149,17 @@ enum circuit__total {
  * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
  *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
  *                                                   a count for stats)         owner (acquire CAS)
- * ring[]         ring_write (cas_acq: the failed    append, cc_apply (ld_acq,  the writer's next core CAS (release)
- *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
- *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
- *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
+ * ring[]         ring_write (cas_acq: the failed    circuit__append,           the writer's next core CAS (release)
+ *  (half-open    CAS's value is re-checked),        ring_write, ring_start     publishes a record to the evicter a
+ *   window)      ring_start (cas_acq), ring_clear   (ld_acq, then the caller   lap later (acquire of core)
+ *                (cas_rlx) (halfopen.c)             re-checks core)
  * mirror         circuit__mirror_set: a closed      circuit_allow, closed_     set: read the mirror, then core
  *  {lo, version} word read with no intent, the      success (ld128_lo_acq:     (both acquire), CAS from the value
  *                transition into closed, a fresh    the fast path); set and    read: a version changed since fails;
  *                epoch (cas128_sc, one try);        shut (ld128_acq)           shut: after the intent is seen,
  *                circuit__mirror_shut: an intent's                             before the seals and the CAS out of
  *                maker and completers (cas128_sc)                              (g, e); re-checks core (word.h)
- * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
+ * desc[2]        point_read's help; desc_start, the  point_read (ld128_acq)      read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
  * cbits[]        the point's maker and any helper    failures and helpers       tag = the point k whose update it

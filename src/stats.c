@@ -66,7 +66,7 @@ again:
     if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
         /* acquire loads of the cells, then the ledger and the word with
          * acquire: in this order, see the top comment */
-        cells = circuit__cells_read(b, circuit__cepoch(c.lo));
+        cells = circuit__cells_read(b, circuit__closed_epoch(c.lo));
         f = circuit__ld128_acq(&b->folded);
         circuit__u128 again = circuit__ld128_acq(&b->core);
         if (circuit__code(again.lo) == CIRCUIT__ST_CLOSED &&

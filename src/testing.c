@@ -147,10 +147,10 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
         if (!circuit__closed_fold(b, &c))
             return EAGAIN;
         c = circuit__ld128_acq(&b->core);
-        circuit__cc cc;
+        circuit__point_counts cc;
         if (circuit__code(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
             return EAGAIN;
-        uint32_t k = circuit__ck(c.hi);
+        uint32_t k = circuit__closed_point(c.hi);
         circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
         if (!circuit__desc_is(x, k))
             return EAGAIN;
@@ -185,7 +185,7 @@ bool circuit_test_fast_mode(const circuit_breaker *b)
 {
     circuit__check_breaker(b, "circuit_test_fast_mode");
     uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
-    return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE;
+    return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__closed_intent(lo) == CIRCUIT__INTENT_NONE;
 }
 
 int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
@@ -197,7 +197,7 @@ int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
     if (circuit__code(c.lo) != CIRCUIT__ST_ISOLATED)
         return EINVAL;
     uint64_t g = circuit__gen_widen(b, circuit__gen(c.lo)) + n;
-    circuit__u128 nw = {circuit__mklo(CIRCUIT__ST_ISOLATED, (uint32_t)(g & CIRCUIT__GEN_MASK), 0),
+    circuit__u128 nw = {circuit__word_lo(CIRCUIT__ST_ISOLATED, (uint32_t)(g & CIRCUIT__GEN_MASK), 0),
                         c.hi};
     if (!circuit__core_cas(b, &c, nw))
         return EAGAIN;
@@ -210,7 +210,7 @@ bool circuit_test_fold(circuit_breaker *b)
     circuit__check_breaker(b, "circuit_test_fold");
     circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     return circuit__code(c.lo) == CIRCUIT__ST_CLOSED &&
-           circuit__cintent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
+           circuit__closed_intent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
 }
 
 /* testing.h: n successes at once on the calling CPU's cell (S_k's limit) */
@@ -218,11 +218,11 @@ int circuit_test_add_successes(circuit_breaker *b, uint32_t n)
 {
     circuit__check_breaker(b, "circuit_test_add_successes");
     uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
-    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__cintent(lo) != CIRCUIT__INTENT_NONE)
+    if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE)
         return EINVAL;
     uint64_t *cell = &circuit__my_cpu(b)->cell;
     uint64_t v = circuit__ld_acq(cell); /* acquire: the CAS below decides */
-    if (circuit__cell_epoch(v) != circuit__cepoch(lo) || (v & CIRCUIT__CELL_SEALED) ||
+    if (circuit__cell_epoch(v) != circuit__closed_epoch(lo) || (v & CIRCUIT__CELL_SEALED) ||
         circuit__cell_count(v) + n >= CIRCUIT__CELL_COUNT_MAX)
         return EAGAIN;
     /* relaxed: as a success's count (single-threaded use) */

@@ -76,19 +76,19 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         tr.open_for_ns = period;
         if (reopens > (int64_t)CIRCUIT__F31_MASK)
             reopens = (int64_t)CIRCUIT__F31_MASK;
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
                              circuit__open_end(at, period)};
         break;
     }
     case CIRCUIT_HALF_OPEN:
-        if (!half_reopens_set(b, c->lo, g1, circuit__lo31(c->lo))) {
+        if (!half_reopens_set(b, c->lo, g1, circuit__lo_count(c->lo))) {
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
         break;
     case CIRCUIT_ISOLATED:
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
         break;
     default: /* CLOSED: a new closed state, at its first point k0, in a fresh epoch */
         if (!circuit__closed_enter(b, c->lo, g1, &nw)) {

@@ -91,9 +91,9 @@ static inline circuit_state circuit__pub_state(unsigned code)
 }
 static inline uint32_t circuit__gen(uint64_t lo) { return (uint32_t)((lo >> 2) & CIRCUIT__GEN_MASK); }
 /* seq (half-open) or reopens (open) */
-static inline uint32_t circuit__lo31(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__F31_MASK); }
-static inline uint32_t circuit__seq(uint64_t lo) { return circuit__lo31(lo); }
-static inline uint64_t circuit__mklo(unsigned code, uint32_t gen, uint32_t f31)
+static inline uint32_t circuit__lo_count(uint64_t lo) { return (uint32_t)((lo >> 32) & CIRCUIT__F31_MASK); }
+static inline uint32_t circuit__seq(uint64_t lo) { return circuit__lo_count(lo); }
+static inline uint64_t circuit__word_lo(unsigned code, uint32_t gen, uint32_t f31)
 {
     return (uint64_t)code | ((uint64_t)(gen & CIRCUIT__GEN_MASK) << 2) |
            ((uint64_t)(f31 & CIRCUIT__F31_MASK) << 32);

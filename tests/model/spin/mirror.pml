@@ -72,7 +72,7 @@
  *                 intent and the mirror not open for it, then the loop: late
  *                 (another generation or not closed), intent -> complete,
  *                 else counted (the cells are abstracted away)
- *   failure()     counting.c intend (from circuit__closed_failure): word
+ *   failure()     counting.c intent_make (from circuit__closed_failure): word
  *                 load, intent -> complete, else the intent CAS, the maker's
  *                 mirror_shut, complete
  *   complete(wi)  counting.c circuit__complete: mirror_shut(wi), [closed_help,
@@ -351,7 +351,7 @@ inline success()
     atomic { w = 0; mlo = 0; fast = 0 }
 }
 
-/* a failure whose call ends its epoch: intend, then complete */
+/* a failure whose call ends its epoch: intent_make, then complete */
 inline failure()
 {
     w = core;
