@@ -4,15 +4,15 @@
  * circuit_release, the checks of CFG4 and T4), the operator calls
  * (isolate, reset) and the pure read (circuit_get_state). Each reads top
  * down: it checks its arguments, asks probes.c for the time-driven changes
- * and a probe slot, counting.c to count, transition.c to change state, and
+ * and a probe slot, counting.c to count (closed.c, halfopen.c), transition.c to change state, and
  * delivers what it published before it returns. The floors below are
  * drawn in internal.h.
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the closed
- * mirror (word.h), filling the ticket and one per-CPU total; a success
+ * mirror (closed_state.h), filling the ticket and one per-CPU total; a success
  * (whatever the window holds, L6) is classify, one
  * 8-byte load of the mirror and one CAS of this CPU's own cell
- * (counting.c): no line another CPU writes, and none a failure writes.
+ * (closed.h): no line another CPU writes, and none a failure writes.
  * Neither reads the clock. Open: allow is a load of the mirror (shut) and
  * of the state word, one clock read and one per-CPU total.
  */
@@ -329,7 +329,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
      * relaxed: as circuit__deliver_pending's look */
     if (__builtin_expect(circuit__ld_rlx(&b->pending) != 0, 0))
         return allow_rest(b, tk, call_ctx, rej);
-    /* The closed mirror (word.h): open for generation g only while the
+    /* The closed mirror (docs/design/mirror.md): open for generation g only while the
      * breaker is closed in g, on a line no failure writes. acquire: a
      * ticket of this generation must see what the CAS that made it
      * published (the mirror's set read that CAS's word with acquire). */

@@ -109,7 +109,7 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
     circuit__point_counts c;
     if (!circuit__closed_help(b, wi, &c))
         return;
-    /* the closed mirror leaves (g, e) before the seals do (word.h) */
+    /* the closed mirror leaves (g, e) before the seals do (docs/design/mirror.md) */
     circuit__mirror_shut(b, wi);
     uint64_t S;
     if (!circuit__cells_seal(b, wi, &S))

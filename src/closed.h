@@ -13,7 +13,7 @@ typedef enum circuit__closed_result { CIRCUIT__COUNTED, CIRCUIT__LATE } circuit_
 /* Completes the intent of closed word wi (anyone may; the same decision). */
 void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
                        void *call_ctx);
-/* A closed success's count (counting.c's A SUCCESS): the fast path here,
+/* A closed success's count (docs/design/closed.md, A SUCCESS): the fast path here,
  * inlined into circuit_done; everything else out of line. */
 /* the rest of a closed success: the mirror m is shut, or the cell sealed,
  * of another epoch or at its limit */
@@ -23,7 +23,7 @@ static inline circuit__closed_result circuit__closed_success(circuit_breaker *b,
                                                              void *call_ctx)
 {
     uint64_t *cell = &circuit__my_cpu(b)->cell;
-    /* The closed mirror (word.h): open for (gen, e) only while the word is
+    /* The closed mirror (docs/design/mirror.md): open for (gen, e) only while the word is
      * closed in gen, epoch e, and the cell of e is sealed before e ends. So
      * an unsealed cell of e counts the success in gen without reading the
      * word, whose line every failure takes. acquire: the epoch's cells as

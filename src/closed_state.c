@@ -473,7 +473,7 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
 
 void circuit__mirror_set(circuit_breaker *b)
 {
-    /* acquire, then acquire: the mirror is read BEFORE the word (word.h) */
+    /* acquire, then acquire: the mirror is read BEFORE the word (docs/design/mirror.md) */
     circuit__u128 m = circuit__ld128_acq(&b->mirror);
     uint64_t lo = circuit__ld128_lo_acq(&b->core);
     if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE)
@@ -506,7 +506,7 @@ void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi)
 /* ---- entering and leaving a closed state (transition.c) ------------------ */
 
 /* Before the CAS that leaves a closed state at point k (word c): the next
- * closed state starts at k + 2 (word.h), so its first two points' tags are
+ * closed state starts at k + 2 (closed_state.h), so its first two points' tags are
  * neither k's nor k - 1's, the two descriptors this state leaves in the
  * slots. Written only while the word still holds c (read X, check, CAS X):
  * a stopped thread of an older state finds no X of its time (k_next only
@@ -595,12 +595,12 @@ void circuit__closed_init(circuit_breaker *b)
      * the zeroed units (circuit__pcpu_take), and the word naming it, at
      * exact point 0. */
     b->next_id = 0;
-    /* D_0: the first closed state's first point (word.h) */
+    /* D_0: the first closed state's first point (closed_state.h) */
     b->k_next = 0;
     circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
     circuit__st128_init(&b->core, (circuit__u128){circuit__closed_lo(0, 0, false, false, 0),
                                                   circuit__closed_hi(0, 0)});
-    /* the closed mirror (word.h), open for that state, version 0 */
+    /* the closed mirror (docs/design/mirror.md), open for that state, version 0 */
     circuit__st128_init(&b->mirror,
                         (circuit__u128){circuit__mirror_of(circuit__closed_lo(0, 0, false, false, 0)), 0});
 }

@@ -39,7 +39,7 @@ static inline uint32_t circuit__closed_point(uint64_t hi) { return (uint32_t)hi;
 static inline uint64_t circuit__closed_sum(uint64_t hi) { return hi >> 32; }
 static inline uint64_t circuit__closed_hi(uint32_t k, uint64_t sd) { return (uint64_t)k | (sd << 32); }
 
-/* The closed descriptors D_k (counting.c packs them; two 16-byte slots,
+/* The closed descriptors D_k (closed_state.c writes them; two 16-byte slots,
  * D[k & 1]): lo holds k in full (32 bits: the tag that "read X, check, CAS
  * X" on a slot relies on, so an X of point k comes back only after 2^31
  * writes of its slot; a shorter tag would let a stopped writer overwrite a
@@ -57,7 +57,7 @@ static inline uint64_t circuit__closed_hi(uint32_t k, uint64_t sd) { return (uin
 #define CIRCUIT__D_LAST (UINT64_C(1) << 34)   /* hi: the newest result failed */
 #define CIRCUIT__D_S_SHIFT 35                 /* hi: S_k, 29 bits */
 /* The largest S_k a descriptor (and so the word, F = 0) holds: a failure
- * that sums more makes the epoch end instead (a fold, counting.c): once
+ * that sums more makes the epoch end instead (a fold, closed.c): once
  * per 2^29 successes at most. */
 #define CIRCUIT__D_S_MAX ((UINT64_C(1) << 29) - 1)
 _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a descriptor's seq (mod window) has 16 bits");
@@ -78,7 +78,7 @@ static inline bool circuit__desc_is(circuit__u128 d, uint32_t k)
     return (d.lo & CIRCUIT__D_VALID) && (uint32_t)d.lo == (uint32_t)CIRCUIT__D_TAG(k);
 }
 
-/* The closed window's bitmap (counting.c): word j (circuit__cbits) is {tag,
+/* The closed window's bitmap (closed_state.c): word j (circuit__cbits) is {tag,
  * bits}: bit i of word j is 1 when the result at ring index 64j + i (its
  * position modulo the window) of the closed window is a failure; the tag is
  * the exact point k whose update last changed the word (monotone: point
@@ -119,7 +119,7 @@ void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi);
 
 /* The successes ledger's key for the epoch a closed word names: {gen tag,
  * epoch id} (bit 31 set, so that no key is the ledger's initial 0), written
- * by counting.c and compared by it and by stats. */
+ * by closed_state.c and compared by it and by stats. */
 static inline uint64_t circuit__ledger_key(uint64_t lo)
 {
     return ((uint64_t)circuit__gen(lo) << 32) | (UINT64_C(1) << 31) | circuit__closed_epoch(lo);

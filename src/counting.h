@@ -13,7 +13,7 @@
 /* Counts one settled result of a ticket admitted in generation `gen`
  * (S2, P2, C1-C5, T2, L6): a probe's (probe = true) through the state word;
  * a closed success on this CPU's cell; a closed failure as an exact point
- * (counting.c's CLOSED comment); CIRCUIT_IGNORED by its total only; adds
+ * (closed.c; docs/design/closed.md); CIRCUIT_IGNORED by its total only; adds
  * the M1 total. `now` is read lazily when !have_now (only a trip needs it).
  * Returns false when the result is late: the state left the ticket's
  * generation. */

@@ -171,7 +171,7 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
         run++;
     uint32_t nseq = ((uint64_t)seq + 1 == b->seq_mod) ? 0 : seq + 1;
 
-    /* half-open: the state's no-probe-0 mark is kept (word.h) */
+    /* half-open: the state's no-probe-0 mark is kept (docs/design/state-word.md) */
     out->lo = circuit__word_lo(circuit__code(c.lo), gen, nseq) |
               (circuit__code(c.lo) == CIRCUIT__ST_HALF_OPEN ? c.lo & CIRCUIT__LO_NO_PROBE0 : 0);
     out->hi = (uint64_t)fail | (full ? CIRCUIT__HI_FULL : 0) |

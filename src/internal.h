@@ -84,9 +84,9 @@ typedef struct circuit__node {
 
 /* ---- the per-CPU part (percpu.c) ------------------------------------------ */
 /* 16 bytes per CPU per breaker (docs/CONTRACT.md L5), a
- * unit of the process-wide per-CPU arena (percpu.c, THE ARENA): the closed
- * success cell (counting.c) and the packed totals of M1 that are counted on
- * paths that write no shared line (percpu.h, THE PACKED TOTALS). A CPU's
+ * unit of the process-wide per-CPU arena (docs/design/percpu.md): the closed
+ * success cell (closed.c) and the packed totals of M1 that are counted on
+ * paths that write no shared line (docs/design/percpu.md). A CPU's
  * units of all breakers sit side by side in that CPU's region of the arena,
  * so no two CPUs write one line and no breaker needs a line of its own. */
 typedef struct circuit__pcpu {
@@ -145,7 +145,7 @@ enum circuit__total {
  * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
- *                (cas128_sc)                                                   at the CAS (probes.c, TIMEOUTS)
+ *                (cas128_sc)                                                   at the CAS (probes.md, TIMEOUTS)
  * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
  *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
  *                                                   a count for stats)         owner (acquire CAS)
@@ -158,12 +158,12 @@ enum circuit__total {
  *                transition into closed, a fresh    the fast path); set and    read: a version changed since fails;
  *                epoch (cas128_sc, one try);        shut (ld128_acq)           shut: after the intent is seen,
  *                circuit__mirror_shut: an intent's                             before the seals and the CAS out of
- *                maker and completers (cas128_sc)                              (g, e); re-checks core (word.h)
- * desc[2]        point_read's help; desc_start, the  point_read (ld128_acq)      read X, check core at k (or, for D_k0,
+ *                maker and completers (cas128_sc)                              (g, e); re-checks core (mirror.md)
+ * desc[2]        point_read's help; desc_start,     point_read (ld128_acq)     read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
  * cbits[]        the point's maker and any helper    failures and helpers       tag = the point k whose update it
- *  {tag, bits}   (cas128_sc: only while the word's   (bits_count, ld128_acq),   last took (U(k), counting.c); a
+ *  {tag, bits}   (cas128_sc: only while the word's   (bits_count, ld128_acq),   last took (U(k), closed.md); a
  *  (closed       tag is before k, U(k) after D_k);   stats (the same, U(k)      word tagged before k is U(k)'s to
  *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
  *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
@@ -257,7 +257,7 @@ struct circuit_breaker {
     uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
     circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
     /* read on every call while closed, written when a closed epoch starts
-     * or ends (word.h, THE CLOSED MIRROR): on this line, which no thread
+     * or ends (docs/design/mirror.md): on this line, which no thread
      * writes while the breaker is closed */
     circuit__u128 mirror;                  /* {closed gen|epoch, or shut, version} */
 
@@ -275,7 +275,7 @@ struct circuit_breaker {
     circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who made the newest trip [0] and
                                             * isolate [1] intent (O6) */
 
-    /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
+    /* the packed totals' shared side (docs/design/percpu.md): written
      * once per flush (a field's T units) and by shared-path successes */
     _Alignas(64) uint64_t tot_ctl;         /* the flush control word */
     uint64_t tot_shared[CIRCUIT__T_NPACKED]; /* {parity:1, total:63} per packed total */

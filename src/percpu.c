@@ -1,31 +1,17 @@
 /*
- * The per-CPU part: the arena that holds every breaker's units, the cells'
- * first epoch and epoch ids (the cells' protocol is in counting.c, with the
- * exact points that read them), and the slow side of the packed totals
- * (percpu.h, THE PACKED TOTALS).
+ * The per-CPU part (percpu.h): the arena that holds every breaker's units,
+ * and the slow side of the packed totals (a flush, the overflow path, the
+ * reader). docs/design/percpu.md.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "percpu.h"
 
-/* ---- THE ARENA ---------------------------------------------------------------
- * The layout of the kernel's alloc_percpu: a chunk has one region per CPU,
- * units x 16 bytes each, and a breaker takes the same unit index in every
- * region, so its unit for CPU i is i regions after its unit for CPU 0. A
- * CPU's units of up to 64 breakers share that CPU's lines (the same CPU
- * writes them); two CPUs never share one. A chunk has 8 units while the
- * process holds fewer than 8 breakers, 64 after. Chunks
- * are per CPU count (a test may set another, circuit_test_set_cpus) and are
- * freed with their last breaker, so circuit_free returns everything (L5).
- *
- * The bookkeeping is under one process-wide mutex, taken only by
- * circuit_new and circuit_free for a few loads and stores; no call on a
- * breaker takes it: L1 names allow, done, release and get_state, and
- * stress.nolock interposes pthread_mutex_lock and fails if any of them
- * reaches a lock. A lock-free arena would need
- * safe reclamation of a chunk another circuit_new may be scanning, for
- * calls that already allocate. */
+/* ---- the arena (docs/design/percpu.md) ----------------------------------------
+ * One process-wide mutex guards the chunks' bookkeeping, taken only by
+ * circuit_new and circuit_free; no call on a breaker takes it (L1;
+ * stress.nolock checks it). */
 typedef struct arena_chunk {
     struct arena_chunk *next, *prev; /* in `partial` while it has a free unit */
     uint64_t used;                   /* bit u: unit u taken */
@@ -211,7 +197,7 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
     uint8_t par[CIRCUIT__MAX_CPUS];
     for (;;) {
         /* acquire, all of them, in this order: tot_ctl, the fields, the
-         * shared totals, tot_ctl (percpu.h, THE PACKED TOTALS) */
+         * shared totals, tot_ctl (docs/design/percpu.md) */
         uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
         for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
             out[t] = 0;

@@ -1,36 +1,17 @@
 /*
- * circuit_get_stats (M1): a pure read. It takes no lock, calls no
- * callback, writes nothing, and ends no epoch: the closed successes counted
- * since the last exact point are read from the per-CPU cells (counting.c).
+ * circuit_get_stats (docs/CONTRACT.md M1): a pure read. It takes no lock,
+ * calls no callback, writes nothing and ends no epoch.
  *
- * Totals are the packed per-CPU fields (admitted, rejected, failures,
- * ignored, released, late) with their flushed shares (percpu.h, THE PACKED
- * TOTALS: a read of its own, which starts again only if two flushes meet
- * it), plus the ledger of the successes of ended epochs, plus the
- * cells of the current epoch, plus three shared totals kept on paths that
- * already write a shared line (transitions, probe timeouts, successes of
- * the shared paths).
- *
- * ONE PASS, NO RETRY (apart from the packed totals' own read, above, and an
- * open word that moved while the clock is read, below; M1 asks for a
- * value each field held during the call,
- * so only what is reported needs to agree, and a reader must not be starved
- * by writers). Each total only grows, one at a time, so a sum of per-CPU
- * counters read one after the other lies between the totals at the start
- * and at the end of the read: a value it held. The one thing that can break
- * this is a success MOVING from the cells of an epoch E into the ledger (an
- * intent's completion) while it is read: counted twice, or not at all. So,
- * when the word is closed in epoch E: the cells of E, then the ledger, then
- * the word again.
- *   - Still E: no cell has started a later epoch yet (that needs the
- *     word to leave E, and the cells are read with acquire before the word
- *     is), so the cells were E's; the ledger holds E's sum (key E: a
- *     completion in progress) or none of it, and the cells are added only
- *     in the second case. The counts are the exact point's (the word read
- *     again) plus the cells since it.
- *   - Moved on: E ended, and the ledger read after the word holds E; the
- *     snapshot is the new word, with the counts of its exact point (made
- *     during this call: a value the counts held).
+ * INVARIANTS
+ *   - every field is a value it held during the call: totals only grow, so
+ *     a sum read counter by counter lies between its start and end values;
+ *   - a closed success is counted once even while it moves from the cells
+ *     of epoch E into the ledger: the cells of E, then the ledger, then the
+ *     word again, each with acquire;
+ *   - the state and generation reported are those of the word the counts
+ *     belong to, and an open answer stands for a word that held across the
+ *     clock read.
+ * Why one pass is enough, case by case: docs/design/stats.md.
  */
 #include <string.h>
 

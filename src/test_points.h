@@ -26,7 +26,7 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_CELL_BEFORE_START,     /* done: a cell of an ended epoch, before starting it for ours */
     CIRCUIT_TP_CLOSED_START_BEFORE_DESC, /* a transition into closed: the word checked, before
                                           * the CAS of the first point's descriptor */
-    /* a probe timeout (P1, probes.c's TIMEOUTS): the steps of its claim */
+    /* a probe timeout (P1, docs/design/probes.md, TIMEOUTS): the steps of its claim */
     CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM,  /* a scan found a due probe, before the claim word's CAS */
     CIRCUIT_TP_TIMEOUT_CLAIMED,       /* the claim word names it, before the CAS taking its slot */
     CIRCUIT_TP_TIMEOUT_TAKEN,         /* its slot taken from the probe, before the counting CAS */
@@ -51,7 +51,7 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_TOTALS_READ,           /* get_stats: the packed fields read, before the shared
                                        * totals and the second load of the flush control word */
     CIRCUIT_TP_DESC_BEFORE_CAS,       /* a closed point's descriptor D_k: the word checked at
-                                       * k, before the CAS of its slot (counting.c desc_put) */
+                                       * k, before the CAS of its slot (closed_state.c desc_put) */
     CIRCUIT_TP_RESERVE_BEFORE_RAISE,  /* slot0_reserve: a racer's reservation found, the word
                                        * checked open, before the CAS raising its due time */
     CIRCUIT_TP_HALFOPEN_BEFORE_CAS,   /* advance: slot 0 reserved, before the open -> half-open CAS */

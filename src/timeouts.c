@@ -30,7 +30,7 @@
 #define DUE_BATCH 64
 
 
-/* ---- the claim of a probe timeout (TIMEOUTS above) ---------------------- */
+/* ---- the claim of a probe timeout (docs/design/probes.md) ---------------------- */
 
 #define CLAIM_ACTIVE UINT64_C(1)
 _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a slot index fits the claim word's 16 bits");
@@ -127,7 +127,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     for (;;) {
         if (circuit__gen(c.lo) != k.gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
-            break; /* counted by the transition it caused, or moot (TIMEOUTS, c) */
+            break; /* counted by the transition it caused, or moot (docs/design/probes.md, TIMEOUTS c) */
         if (k.t0 < (uint32_t)CIRCUIT_TIMED_OUT_MAX) {
             if (circuit__hi_to(c.hi) != k.t0)
                 break; /* counted (timed_out only grows within a generation) */

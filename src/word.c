@@ -1,6 +1,5 @@
 /*
- * The state word (word.h): the widening of generation tags and the closed
- * mirror's two writers.
+ * The state word (word.h): the widening of generation tags.
  */
 #include "word.h"
 

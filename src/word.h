@@ -1,70 +1,19 @@
 /*
- * The state word: its encoding, its CAS and the widening of its generation
- * tag (word.c). The floor every decision of the core stands on; it calls
- * nothing of the core but atomics.h.
+ * The state word (b->core, 16 bytes): its encoding, its CAS and the
+ * widening of its generation tag (word.c). The floor every decision of the
+ * core stands on; it calls nothing of the core but atomics.h.
  *
- * THE STATE WORD (b->core, 16 bytes, changed only by circuit__core_cas)
- *   lo  bits  0..1   state code: 0 isolated, 1 closed, 2 open, 3 half-open
- *       bits  2..31  generation, low 30 bits ("gen tag")
- *     closed (counting.c has the protocol):
- *       bits 32..58  epoch id: the cells (per-CPU success counters) of
- *                    this epoch carry it
- *       bit   59     X: exact point k counted a failure
- *       bit   60     F: exact point k folded (started this epoch): hi's
- *                    upper half is then the successes it folded
- *       bits 61..62  intent: 0 none, 1 fold, 2 failure (trip check),
- *                    3 isolate (being completed, counting.c)
- *       bit   63     asked: a failure intent whose trip said true for the
- *                    sum in hi's upper half
- *     half-open:
- *       bits 32..62  seq: results appended to the window in this state,
- *                    counted modulo seq_mod (a multiple of window <= 2^31)
- *       bit   63     no-probe-0: the open -> half-open change is made by
- *                    a call other than circuit_allow, so slot 0's
- *                    reservation (probes.c) is no probe; set by that CAS
- *                    and kept by every CAS within the state
- *     open:
- *       bits 32..62  reopens (B2) of this open period
- *   hi  closed:
- *       bits  0..31  k: the number of the exact point; a closed state
- *                    starts at k0 = the previous closed state's last k + 2
- *                    (transition.c), so that no descriptor tag of an
- *                    older state is read as one of this state
- *       bits 32..63  S_k, the sum of the epoch's cells at point k (F = 0,
- *                    at most CIRCUIT__D_S_MAX = 2^29 - 1), or the
- *                    successes folded at k (F = 1, saturated at 2^32 - 1);
- *                    in an intent word: the sum its maker read
- *       (the counts at point k are the descriptor D[k & 1], counting.c)
- *   hi  half-open:
- *       bits  0..16  failures in the window
- *       bit   17     full: the window holds `window` results
- *       bit   18     last counted outcome (1 = failure): the kind of the run
- *       bits 19..49  run length (saturates at CIRCUIT_RUN_MAX)
- *       bits 50..63  timed_out (saturates at CIRCUIT_TIMED_OUT_MAX)
- *   hi  open: the moment the open period ends (opened at + the period
- *       chosen, B1), ns, UNSIGNED: both terms are <= INT64_MAX, so the sum
- *       never wraps and retry_after = end - now is exact for every period
- *       (circuit__open_over / circuit__open_left).   isolated: 0.
- * Half-open successes are derived: (full ? window : seq) - failures.
- *
- * Every decision (count a failure, trip, close, reopen, time a probe out,
- * isolate, reset, end an epoch) is one CAS of this word from the value it
- * is computed from, so a result is counted only if its generation still
- * holds, and the result that trips or closes the breaker is part of the
- * same update as the transition (C4). Policies are asked before the CAS,
- * which is why they may be asked again when the CAS loses (L4). Every
- * transition is made by ONE function, circuit__transition (transition.c).
- * A closed success changes no shared word: it counts on its CPU's cell.
- *
- * Generation tags are 30 bits: a ticket would be confused with a later
- * generation only after 2^30 transitions while it is outstanding (each open
- * period lasts at least open_for, so at 1 ms per cycle that is over 12
- * days). The 64-bit generations given to observe and open_for, and reported
- * by get_stats, are rebuilt from the tag and `gen64`, the latest 64-bit
- * generation published, as the generation with that tag NEAREST to gen64
- * (circuit__gen_widen): gen64 may be behind the word a thread holds (its
- * maker has not raised it yet) or ahead of it (others made transitions
- * since the word is read), by far less than 2^29 either way.
+ * INVARIANTS
+ *   - the word changes only by circuit__core_cas, from the value a decision
+ *     was computed from: a result counts only while its generation holds,
+ *     and the result that trips or closes is in the same CAS as the
+ *     transition (C4); policies are asked before it, so they may be asked
+ *     again when it loses (L4);
+ *   - lo bits 0..1 are the state, bits 2..31 the generation's low 30 bits;
+ *     a tag names the generation nearest to gen64 (circuit__gen_widen);
+ *   - half-open successes are derived: (full ? window : seq) - failures.
+ * The layout of every state, bit by bit, and the bounds of the tags:
+ * docs/design/state-word.md; the closed layout: closed_state.h.
  */
 #ifndef CIRCUIT_WORD_H
 #define CIRCUIT_WORD_H
@@ -124,7 +73,7 @@ static inline uint64_t circuit__hi_add_timeout(uint64_t hi)
 }
 
 /* The counts a word that is not closed stands for: zero while open or
- * isolated; half-open: decoded from the word (closed words: counting.c). */
+ * isolated; half-open: decoded from the word (closed words: counting.c, closed.c). */
 static inline void circuit__word_counts(const circuit_breaker *b, circuit__u128 c,
                                         circuit_counts *out)
 {
