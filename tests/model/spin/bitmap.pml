@@ -1,5 +1,5 @@
 /*
- * bitmap.pml: the closed window's tagged bitmap of src/counting.c (the top
+ * bitmap.pml: the closed window's tagged bitmap of src/closed_state.c (the top
  * comment, "THE BITMAP'S UPDATES"; docs/CONTRACT.md L6 and L8 as amended in
  * 0.3, with C1, C2 and L1), every interleaving of three threads, checked by
  * SPIN. README.md beside it explains the model; run-spin.sh runs it:

@@ -1,5 +1,5 @@
 /*
- * counting.pml: the 0.3 closed-state counting protocol of src/counting.c
+ * counting.pml: the closed-state counting protocol of src/closed.c and src/closed_state.c
  * (docs/CONTRACT.md S2 and L6, C1, C2, C4, T2, L1, L8),
  * every interleaving of three threads on two CPUs' cells, checked by SPIN.
  * README.md beside it explains the model; run-spin.sh runs it:
@@ -39,7 +39,7 @@
  * variables (g_*) are updated in the same step as the access they describe;
  * they are never read by the protocol, only by assertions.
  *
- * THE MAP (Promela step -> C, src/counting.c unless named):
+ * THE MAP (Promela step -> C, src/closed.c or src/closed_state.c unless named):
  *   admit                  breaker.c allow: a ticket of the closed generation
  *   success()              circuit__closed_success: the closed mirror's fast
  *                          path (an unsealed cell of the epoch the mirror names:
