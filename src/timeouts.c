@@ -35,26 +35,26 @@
 #define CLAIM_ACTIVE UINT64_C(1)
 _Static_assert(CIRCUIT_MAX_COUNT <= 65536, "a slot index fits the claim word's 16 bits");
 
-typedef struct claim {
+typedef struct claim_state {
     uint32_t n;     /* claims made so far */
     uint32_t t0;    /* the state word's timed_out at the claim's CAS */
     uint32_t slot;
     uint32_t gen;   /* generation tag of the probe (and of its half-open state) */
     uint32_t reuse; /* the slot's reuse sequence: with gen, the probe's tag */
-} claim;
+} claim_state;
 
 /* lo: n 32 | t0 14 (bits 17..30) | slot 16 (bits 1..16) | active;  hi: gen 30 << 32 | reuse.
  * Idle: {n << 32, 0}. */
-static inline circuit__u128 claim_word(const claim *k)
+static inline circuit__u128 claim_word(const claim_state *claim)
 {
-    return (circuit__u128){((uint64_t)k->n << 32) | ((uint64_t)k->t0 << 17) |
-                               ((uint64_t)k->slot << 1) | CLAIM_ACTIVE,
-                           ((uint64_t)k->gen << 32) | k->reuse};
+    return (circuit__u128){((uint64_t)claim->n << 32) | ((uint64_t)claim->t0 << 17) |
+                               ((uint64_t)claim->slot << 1) | CLAIM_ACTIVE,
+                           ((uint64_t)claim->gen << 32) | claim->reuse};
 }
 static inline bool claim_active(circuit__u128 w) { return (w.lo & CLAIM_ACTIVE) != 0; }
-static inline claim claim_of(circuit__u128 w)
+static inline claim_state claim_of(circuit__u128 w)
 {
-    return (claim){(uint32_t)(w.lo >> 32), (uint32_t)((w.lo >> 17) & CIRCUIT__HI_TO_MASK),
+    return (claim_state){(uint32_t)(w.lo >> 32), (uint32_t)((w.lo >> 17) & CIRCUIT__HI_TO_MASK),
                    (uint32_t)((w.lo >> 1) & 0xffffu), (uint32_t)(w.hi >> 32), (uint32_t)w.hi};
 }
 static inline bool u128_eq(circuit__u128 a, circuit__u128 x) { return a.lo == x.lo && a.hi == x.hi; }
@@ -64,23 +64,23 @@ static inline bool u128_eq(circuit__u128 a, circuit__u128 x) { return a.lo == x.
  * total), then makes the claim word idle. Anyone; idempotent. */
 static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_count)
 {
-    claim k = claim_of(w);
-    circuit__u128 *s = &b->slots[k.slot];
-    uint64_t taken = slot_tag(k.gen, k.reuse) | SLOT_TAKEN;
+    claim_state claim = claim_of(w);
+    circuit__u128 *s = &b->slots[claim.slot];
+    uint64_t taken = slot_tag(claim.gen, claim.reuse) | SLOT_TAKEN;
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
     while (sv.lo == taken) {
         circuit__u128 freed = {taken & ~SLOT_BUSY, sv.hi};
         /* sc: table slots; the winner frees the bit (its release publishes
          * this record to the bit's next owner) */
         if (circuit__cas128_sc(s, &sv, freed)) {
-            circuit__slot_bit_clear(b, k.slot, k.gen);
+            circuit__slot_bit_clear(b, claim.slot, claim.gen);
             if (saturated_count)
                 circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
             break;
         }
     }
     CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_FREED);
-    circuit__u128 idle = {(uint64_t)k.n << 32, 0};
+    circuit__u128 idle = {(uint64_t)claim.n << 32, 0};
     /* sc: table probe_claim; lost: another thread retired it first */
     circuit__cas128_sc(&b->probe_claim, &w, idle);
 }
@@ -88,9 +88,9 @@ static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_cou
 /* b-d for the active claim word w: whoever meets it finishes it (L1). */
 static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
 {
-    claim k = claim_of(w);
-    circuit__u128 *s = &b->slots[k.slot];
-    uint64_t tag = slot_tag(k.gen, k.reuse), taken = tag | SLOT_TAKEN;
+    claim_state claim = claim_of(w);
+    circuit__u128 *s = &b->slots[claim.slot];
+    uint64_t tag = slot_tag(claim.gen, claim.reuse), taken = tag | SLOT_TAKEN;
 #if defined(CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT)
     /* PLANTED BUG (tests/sched/PLANTS.md): the
      * scan frees the due probe's slot (record and bit) and counts the
@@ -101,7 +101,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
         claim_retire(b, w, false);
         return;
     }
-    circuit__slot_bit_clear(b, k.slot, k.gen);
+    circuit__slot_bit_clear(b, claim.slot, claim.gen);
     sv.lo = taken; /* the count below goes on (at a saturated timed_out it
                     * finds the slot freed and counts nothing) */
 #else
@@ -126,10 +126,10 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     /* c. count it once */
     circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
     for (;;) {
-        if (circuit__gen(c.lo) != k.gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
+        if (circuit__gen(c.lo) != claim.gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
             break; /* counted by the transition it caused, or moot (docs/design/probes.md, TIMEOUTS c) */
-        if (k.t0 < (uint32_t)CIRCUIT_TIMED_OUT_MAX) {
-            if (circuit__hi_to(c.hi) != k.t0)
+        if (claim.t0 < (uint32_t)CIRCUIT_TIMED_OUT_MAX) {
+            if (circuit__hi_to(c.hi) != claim.t0)
                 break; /* counted (timed_out only grows within a generation) */
         } else {
             /* saturated: the claim word and the slot show the count (d) */
@@ -208,8 +208,8 @@ static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, 
         circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
         if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
             return INT64_MAX;
-        claim k = {claim_of(w).n + 1, circuit__hi_to(c.hi), e->slot, gen, slot_reuse(tag)};
-        circuit__u128 nw = claim_word(&k);
+        claim_state claim = {claim_of(w).n + 1, circuit__hi_to(c.hi), e->slot, gen, slot_reuse(tag)};
+        circuit__u128 nw = claim_word(&claim);
         CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM);
         if (circuit__cas128_sc(&b->probe_claim, &w, nw)) { /* sc: table probe_claim */
             CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_CLAIMED);
@@ -287,17 +287,17 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
                         rest = batch[n - 1].due;
                     n--;
                 }
-                int k = n++;
-                while (k > 0 && batch[k - 1].due > due) {
-                    batch[k] = batch[k - 1];
-                    k--;
+                int at = n++;
+                while (at > 0 && batch[at - 1].due > due) {
+                    batch[at] = batch[at - 1];
+                    at--;
                 }
-                batch[k] = (due_slot){due, slot, sv.lo};
+                batch[at] = (due_slot){due, slot, sv.lo};
             }
         }
 
-        for (int k = 0; k < n; k++) {
-            int64_t later = timeout_one(b, gen, &batch[k], now, call_ctx);
+        for (int j = 0; j < n; j++) {
+            int64_t later = timeout_one(b, gen, &batch[j], now, call_ctx);
             if (core_gen(b) != gen)
                 return true;
             if (later < rest)
