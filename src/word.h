@@ -5,7 +5,7 @@
  *
  * INVARIANTS
  *   - the word changes only by circuit__core_cas, from the value a decision
- *     was computed from: a result counts only while its generation holds,
+ *     is computed from: a result counts only while its generation holds,
  *     and the result that trips or closes is in the same CAS as the
  *     transition (C4); policies are asked before it, so they may be asked
  *     again when it loses (L4);
