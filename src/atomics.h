@@ -1,52 +1,19 @@
 /*
- * The one atomics vocabulary of the core (L7). Every shared access in
- * src/ goes through these functions, and each name carries its C11 memory
- * order: _rlx (relaxed), _acq (acquire), _rel (release), _acq_rel, _sc
- * (sequentially consistent). Each call site says in one line why that order
- * is enough; each fence names the pair of accesses it orders.
+ * The one atomics vocabulary of the core (docs/CONTRACT.md L7). Every
+ * shared access in src/ goes through these functions, and each name carries
+ * its C11 memory order: _rlx, _acq, _rel, _acq_rel, _sc. Each call site says
+ * in one line why that order is enough (tests/check_atomics.py).
  *
- * 8-BYTE operations and the full fence are the compiler's C11 __atomic
- * builtins in EVERY build, so the ThreadSanitizer build runs exactly the code
- * the release build ships (on x86-64 and aarch64 alike): nothing here relies
- * on one CPU's ordering.
- *
- * 16-BYTE operations (the state word, the closed descriptors and bitmap
- * words, the closed mirror, probe-slot records, the probe-time hint, the
- * probe claim, the fold ledger, the intent records: internal.h's table) are
- * the one place where builds differ:
- *   - x86-64 release: `lock cmpxchg16b` in inline assembly. It is a full
- *     barrier, and on failure it returns the value it compared against as
- *     one atomic snapshot.
- *   - aarch64 release: a load-acquire-exclusive pair / store-release-
- *     exclusive pair loop (ldaxp/stlxp), which needs no LSE and works on
- *     every ARMv8-A. A successful stlxp makes the pair write single-copy
- *     atomic; a failed comparison is NOT a snapshot before ARMv8.4 (the two
- *     halves of an ldaxp that is not followed by a successful stlxp may come
- *     from different writes), so on failure the expected value is re-read
- *     with circuit__ld128_acq, never taken from the ldaxp.
- *   - ThreadSanitizer builds (x86-64 only): the __atomic builtins on
- *     unsigned __int128, which TSan instruments. GCC may route them through
- *     libatomic; that is acceptable in a checking build and never shipped.
- *   - Reads of a 16-byte word in release builds load the low half, the high
- *     half, then the low half again, each with ACQUIRE, and retry until the
- *     two low halves agree. Why that returns a value the word really held:
- *     every write to the word writes both halves as one single-copy-atomic
- *     unit (cmpxchg16b, or a successful stlxp); the three loads are ordered
- *     (acquire), so the write the high half came from is no older than the
- *     first low read's write and no newer than the second's; if both low
- *     reads saw the same value, every write in between left the low half
- *     unchanged, so (low, high) is the value one of them wrote. The only way
- *     to be fooled is the low half leaving and returning to the very same
- *     value between two loads a few instructions apart, which for the words
- *     read this way takes a wrap of a 30-bit generation plus a 31-bit
- *     sequence (or of a 64-bit version; for the intent records, their key
- *     {generation tag, kind, point}, which only grows, while the call_ctx
- *     in their high half may repeat). TSan builds use one 16-byte atomic
- *     load instead (TSan must see the access).
- *
- * The happens-before marks (circuit__tsan_release/acquire) are for the one
- * place where synchronisation flows through code TSan cannot see: liburcu's
- * stack push/pop (inline assembly in liburcu 0.13), see src/delivery.c.
+ * INVARIANTS
+ *   - 8-byte operations and the full fence are the __atomic builtins in
+ *     every build: the TSan build runs the code the release build ships;
+ *   - every write of a 16-byte word is single-copy atomic (cmpxchg16b on
+ *     x86-64, a successful stlxp on aarch64); a failed aarch64 comparison
+ *     is no snapshot, so the expected value is re-read;
+ *   - a 16-byte read (release builds) loads low, high, low with acquire and
+ *     retries until the lows agree: a value the word held.
+ * The per-build details and the argument for the 16-byte read:
+ * docs/design/atomics.md.
  */
 #ifndef CIRCUIT_ATOMICS_H
 #define CIRCUIT_ATOMICS_H
@@ -189,11 +156,9 @@ static inline uint64_t circuit__faa_sc(uint64_t *p, uint64_t d)
  * themselves, and TSan sees it. A seq_cst fence gives C11 a further edge
  * only through a RELAXED access (fence; relaxed store -> relaxed load;
  * fence), and no use relies on such a pair; a code change that did would
- * show up as a TSan report, since no edge is drawn for it. (The TSan build
- * used to replace the fence by a seq_cst add on one process-wide word,
- * which made every fence_sc call a release/acquire pair with every other,
- * and so could hide a missing edge; tests/stress/fence_canary.c shows that
- * it no longer can.) */
+ * show up as a TSan report, since no edge is drawn for it
+ * (tests/stress/fence_canary.c checks that the TSan build draws no edge
+ * through a fence). */
 static inline void circuit__fence_sc(void)
 {
     CIRCUIT__SWITCH(FENCE_SC, 0);
@@ -294,7 +259,7 @@ static inline bool circuit__cas128_sc(circuit__u128 *p, circuit__u128 *expected,
                          : "cc", "memory");
     if (lo == expected->lo && hi == expected->hi)
         return true;
-    *expected = circuit__ld128_acq(p); /* the ldaxp pair was no snapshot */
+    *expected = circuit__ld128_acq(p); /* the ldaxp pair is no snapshot */
     return false;
 #endif
 }

@@ -4,15 +4,15 @@
  * circuit_release, the checks of CFG4 and T4), the operator calls
  * (isolate, reset) and the pure read (circuit_get_state). Each reads top
  * down: it checks its arguments, asks probes.c for the time-driven changes
- * and a probe slot, counting.c to count, transition.c to change state, and
- * delivers what was published before it returns. The floors below are
+ * and a probe slot, counting.c to count (closed.c, halfopen.c), transition.c to change state, and
+ * delivers what it published before it returns. The floors below are
  * drawn in internal.h.
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the closed
- * mirror (word.h), filling the ticket and one per-CPU total; a success
+ * mirror (closed_state.h), filling the ticket and one per-CPU total; a success
  * (whatever the window holds, L6) is classify, one
  * 8-byte load of the mirror and one CAS of this CPU's own cell
- * (counting.c): no line another CPU writes, and none a failure writes.
+ * (closed.h): no line another CPU writes, and none a failure writes.
  * Neither reads the clock. Open: allow is a load of the mirror (shut) and
  * of the state word, one clock read and one per-CPU total.
  */
@@ -65,27 +65,16 @@ _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per C
 
 /* The CPUs configured, read once per process: glibc answers
  * sysconf(_SC_NPROCESSORS_CONF) by reading /sys/devices/system/cpu, which
- * was half the cost of building a breaker. Threads that race on the first
+ * costs half of building a breaker. Threads that race on the first
  * call each compute the same value and store it; 0 means not yet known. */
 static uint64_t cpus_cache;
 
-#ifdef CIRCUIT_TESTING
-static uint64_t cpus_forced; /* circuit_test_set_cpus */
-void circuit_test_set_cpus(uint32_t n)
-{
-    if (n > CIRCUIT__MAX_CPUS)
-        circuit__abort("circuit_test_set_cpus: %u CPUs (at most %u)", n, CIRCUIT__MAX_CPUS);
-    circuit__st_rlx(&cpus_forced, n); /* relaxed: a test setting, read by circuit_new */
-}
-#endif
 
 static uint32_t cpus_configured(void)
 {
-#ifdef CIRCUIT_TESTING
-    uint64_t forced = circuit__ld_rlx(&cpus_forced); /* relaxed: see circuit_test_set_cpus */
+    uint32_t forced = CIRCUIT__TEST_CPUS(); /* circuit_test_set_cpus (test build) */
     if (forced)
-        return (uint32_t)forced;
-#endif
+        return forced;
     /* relaxed: the value is the whole message; every thread that computes
      * it computes the same number */
     uint64_t n = circuit__ld_rlx(&cpus_cache);
@@ -186,7 +175,7 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->salt = spec->salt ? spec->salt : circuit__faa_rlx(&salt_next, 1) + 1;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
-    circuit__pcpu_init(b); /* the state word: closed, generation 0 */
+    circuit__closed_init(b); /* the state word: closed, generation 0 */
     circuit__st128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
@@ -199,7 +188,7 @@ void circuit_free(circuit_breaker *b)
     if (!b)
         return;
     circuit__check_breaker(b, "circuit_free");
-    /* CFG4 (0.3): freeing a breaker from inside one of its own callbacks
+    /* CFG4: freeing a breaker from inside one of its own callbacks
      * would leave the call that runs the callback reading freed memory. */
     for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
         if (f->b == b)
@@ -248,12 +237,12 @@ static inline bool refuse(circuit_breaker *b, circuit__ticket *tk, circuit_rejec
     return false;
 }
 
-/* Admission when the word seen was not closed: the clock, the time-driven
+/* Admission when the word seen is not closed: the clock, the time-driven
  * changes due, then the state decides (S1-S5). */
 static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
                        circuit_rejection *rej, uint64_t seen)
 {
-    /* The clock is read AFTER the word: an open state seen now was made
+    /* The clock is read AFTER the word: an open state seen now is made
      * from a clock read before ours, so retry_after never exceeds the
      * period. */
     int64_t now = circuit__now();
@@ -272,7 +261,7 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
             return refuse(b, tk, rej, CIRCUIT_ISOLATED, 0);
         case CIRCUIT__ST_OPEN:
             if (c.lo != seen) {
-                /* This open state was made after our clock read: read the
+                /* This open state is newer than our clock read: read the
                  * clock again, so retry_after is measured from after it. */
                 seen = c.lo;
                 now = circuit__now();
@@ -340,7 +329,7 @@ bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
      * relaxed: as circuit__deliver_pending's look */
     if (__builtin_expect(circuit__ld_rlx(&b->pending) != 0, 0))
         return allow_rest(b, tk, call_ctx, rej);
-    /* The closed mirror (word.h): open for generation g only while the
+    /* The closed mirror (docs/design/mirror.md): open for generation g only while the
      * breaker is closed in g, on a line no failure writes. acquire: a
      * ticket of this generation must see what the CAS that made it
      * published (the mirror's set read that CAS's word with acquire). */
@@ -407,7 +396,7 @@ bool circuit_done(circuit_ticket *t, int result)
     if (!probe && o == CIRCUIT_SUCCESS &&
         circuit__closed_success(b, tk->gen, tk->call_ctx) == CIRCUIT__COUNTED) {
         circuit__deliver_pending(b);
-        return true; /* L6 (0.3): counted on this CPU's cell, whatever the window holds */
+        return true; /* L6: counted on this CPU's cell, whatever the window holds */
     }
 
     int64_t now = 0;
@@ -461,8 +450,8 @@ void circuit_release(circuit_ticket *t)
     circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
 }
 
-/* The 0.1/0.2 guard's name for circuit_release (circuit.h): one function,
- * two exported symbols, no second body. */
+/* The guard's own name for circuit_release, kept exported for programs
+ * built against it (circuit.h): one function, two symbols, one body. */
 extern __typeof__(circuit_release) circuit_ticket_guard_release
     __attribute__((alias("circuit_release")));
 
@@ -498,7 +487,7 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
             break;
         }
 #endif
-        if (code == CIRCUIT__ST_CLOSED && circuit__cintent(c.lo) != CIRCUIT__INTENT_NONE) {
+        if (code == CIRCUIT__ST_CLOSED && circuit__closed_intent(c.lo) != CIRCUIT__INTENT_NONE) {
             /* a trip, isolate or fold another call started: finish it
              * first (L1), then decide from the state it leaves (a reset
              * racing a trip's intent resets the open breaker, OP2) */
@@ -565,97 +554,10 @@ circuit_state circuit_get_state(const circuit_breaker *b)
         /* Open: the answer is for the moment of the clock read, so the
          * word must still be this open state after it (a reset and a
          * clock past the old end would otherwise report a half-open that
-         * never was, S5). acquire: table core */
+         * never existed, S5). acquire: table core */
         if (circuit__core_still(b, &c))
             return circuit__open_over(c.hi, now) ? CIRCUIT_HALF_OPEN : CIRCUIT_OPEN;
-        /* a transition was made meanwhile: c is the new word (lock-free) */
+        /* a transition came meanwhile: c is the new word (lock-free) */
     }
 }
 
-/* ---- test-only seam ------------------------------------------------------------ */
-#ifdef CIRCUIT_TESTING
-
-int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t run,
-                              int64_t timed_out)
-{
-    circuit__check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    unsigned st = circuit__code(c.lo);
-    if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED || run < 0 ||
-        run > CIRCUIT_RUN_MAX || timed_out < 0 || timed_out > CIRCUIT_TIMED_OUT_MAX ||
-        (st == CIRCUIT__ST_CLOSED && timed_out != 0) ||
-        (kind != CIRCUIT_SUCCESS && kind != CIRCUIT_FAILURE))
-        return EINVAL;
-    if (st == CIRCUIT__ST_CLOSED) {
-        /* end the epoch first (the cells' successes join the counts), then
-         * set the run in the descriptor of the point that made */
-        if (!circuit__closed_fold(b, &c))
-            return EAGAIN;
-        c = circuit__ld128_acq(&b->core);
-        circuit__cc cc;
-        if (circuit__code(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
-            return EAGAIN;
-        uint32_t k = circuit__ck(c.hi);
-        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
-        if (!circuit__desc_is(x, k))
-            return EAGAIN;
-        circuit__desc_unpack(x, &cc);
-        cc.last_fail = kind == CIRCUIT_FAILURE;
-        cc.run = (uint32_t)run;
-        circuit__u128 nx = circuit__desc_pack(&cc, k);
-        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
-    }
-    uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
-    hi |= (kind == CIRCUIT_FAILURE ? CIRCUIT__HI_LAST_FAIL : 0);
-    hi |= (uint64_t)run << CIRCUIT__HI_RUN_SHIFT;
-    hi |= (uint64_t)timed_out << CIRCUIT__HI_TO_SHIFT;
-    circuit__u128 nw = {c.lo, hi};
-    return circuit__core_cas(b, &c, nw) ? 0 : EAGAIN;
-}
-
-size_t circuit_test_footprint(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_footprint");
-    return b->footprint;
-}
-
-int64_t circuit_test_pending(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_pending");
-    /* relaxed: a test looks at a hint */
-    return (int64_t)circuit__ld_rlx((uint64_t *)(uintptr_t)&b->pending);
-}
-
-bool circuit_test_fast_mode(const circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_fast_mode");
-    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
-    return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__cintent(lo) == CIRCUIT__INTENT_NONE;
-}
-
-int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
-{
-    circuit__check_breaker(b, "circuit_test_skip_generations");
-    if (circuit_test_pending(b) != 0)
-        return EINVAL;
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    if (circuit__code(c.lo) != CIRCUIT__ST_ISOLATED)
-        return EINVAL;
-    uint64_t g = circuit__gen_widen(b, circuit__gen(c.lo)) + n;
-    circuit__u128 nw = {circuit__mklo(CIRCUIT__ST_ISOLATED, (uint32_t)(g & CIRCUIT__GEN_MASK), 0),
-                        c.hi};
-    if (!circuit__core_cas(b, &c, nw))
-        return EAGAIN;
-    circuit__st_rlx(&b->gen64, g); /* relaxed: single-threaded use (table gen64) */
-    return 0;
-}
-
-bool circuit_test_fold(circuit_breaker *b)
-{
-    circuit__check_breaker(b, "circuit_test_fold");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
-    return circuit__code(c.lo) == CIRCUIT__ST_CLOSED &&
-           circuit__cintent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
-}
-
-#endif

@@ -1,52 +1,19 @@
 /*
- * Transition delivery (O1-O6, T7).
+ * Transition delivery (delivery.h; docs/CONTRACT.md O1-O6, T7): the maker
+ * of a transition publishes a record; whichever caller wins the delivery
+ * role hands the records to observe in generation order.
  *
- * PUBLISHING: the thread whose CAS made a transition takes a record from the
- * breaker's pool (a free mask over CIRCUIT_TRANSITION_POOL records,
- * taken and returned by CAS: no lock, no ABA since bits are not pointers),
- * or mallocs one while the pool is exhausted, fills it, and pushes it on
- * liburcu's lock-free stack (cds_lfs_push).
- *
- * DELIVERING: whichever caller wins the `delivering` flag by CAS detaches the
- * whole stack at once (__cds_lfs_pop_all), merges the records into its list
- * ordered by generation, and calls observe for each record whose generation
- * is the next one due, with no internal critical region held: the flag is
- * the only thing held and it excludes nothing but other deliverers, which is
- * what keeps observe from running concurrently with itself (O2). A nested
- * call made by observe finds the flag taken and leaves its transitions to the
- * outer loop, which delivers them after observe returns.
- *
- * WHY NO RCU: a stack from which single nodes are popped needs RCU (or
- * hazard pointers) because a popper reads head->next of a node another
- * thread may have popped and recycled. Pop-all reads nothing through the head
- * before detaching it with one exchange, so only the deliverer ever touches a
- * detached node: no ABA, no grace period, and the caller's threads never have
- * to register with liburcu.
- *
- * NOTHING STRANDED (O3): a publisher pushes, then (full fence) tries the
- * flag. A deliverer clears the flag, then (full fence) looks at the stack
- * again and goes round if it is not empty. This is a Dekker pair: with a
- * store->load fence on each side, either the deliverer's second look sees
- * the record, or the publisher's try comes after the clear and wins the
- * flag. A record that must wait for an earlier generation (its publisher is
- * between its CAS and its push) is delivered by that publisher's own
- * attempt after its push. tests/model/spin/ checks this hand-off
- * exhaustively for small bounds.
- *
- * THE FLAG IS A ROLE, NOT A LOCK: it guards `held` and `next_gen` like a
- * lock (taken with an ACQUIRE CAS, given back with a RELEASE store, so the
- * next deliverer sees the list and counter the previous one left), but no
- * call ever waits for it: a caller that finds it taken leaves its records
- * to the holder and returns.
- *
- * THE POOL: a record is taken with an ACQUIRE CAS of the free mask and
- * given back with a RELEASE CAS, so the next publisher's writes into it
- * come after the deliverer's last reads of it.
- *
- * UNWINDING (O5): a cleanup handler (compiled with -fexceptions) gives the
- * flag back if observe leaves by pthread_exit, cancellation or a C++
- * exception; the transition it was given counts as delivered; the rest are
- * delivered by the next allow or done, which look at `pending`.
+ * INVARIANTS
+ *   - one thread at a time holds the role (`delivering`, acquire CAS,
+ *     release store), so observe never runs concurrently with itself (O2);
+ *   - records are delivered in generation order, each exactly once (O1);
+ *   - nothing is stranded: a publisher pushes, then (full fence) tries the
+ *     role, and the holder looks at the stack again after giving it back
+ *     (O3);
+ *   - a record comes from the breaker's pool (no allocation while the pool
+ *     has one, T7), and goes back to it by the deliverer's release.
+ * Publishing, the hand-off, why no RCU is needed, unwinding (O5):
+ * docs/design/delivery.md.
  */
 #include <stdlib.h>
 #include <urcu/compiler.h>

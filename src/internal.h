@@ -4,19 +4,28 @@
  * shared field), the ticket seen from inside, and the ground services every
  * floor may call (clock, config check, the test seam).
  *
- * THE FLOORS OF src/ (each file calls only files on the floors below it;
- * no file calls back up):
- *   public calls   breaker.c (allow, done, release, isolate, reset, state),
- *                  stats.c (get_stats)
- *   probes         probes.c: probe slots, timeouts, open -> half-open
- *   counting       counting.c: the result -> counts step (the policies asked)
+ * THE FLOORS OF src/ (each file includes and calls only files on its own
+ * floor's row or below; 0 circles, 0 calls back up):
+ *   public calls   breaker.c (allow, done, release, isolate, reset, state,
+ *                  new, free), stats.c (get_stats); testing.c (the test
+ *                  build's seams, beside them)
+ *   time           timeouts.c: open -> half-open, probe timeouts
+ *                  (circuit__advance)
+ *   probes         probes.c: probe slots, admission, release (slots.h)
+ *   counting       counting.c: a settled result to closed.c or halfopen.c
+ *   closed,        closed.c: a success, a failure's exact point, intents
+ *   half-open      (trip, isolate, fold), the stats reader; halfopen.c: a
+ *                  probe's result, a timeout's count, the window's ring
  *   transitions    transition.c: the one function every change goes through
- *   lines, window  percpu.c (per-CPU lines: success cells, totals), window.c
- *                  (the ring): counting's lower floor
+ *   closed state   closed_state.c: descriptors, bitmap, cells, ledger,
+ *                  mirror; entering and leaving closed (for transition.c)
+ *   lines          percpu.c: the per-CPU arena and the M1 totals
  *   delivery       delivery.c: transitions handed to observe (O1-O6)
  *   state word     word.c / word.h: encoding, CAS, generation widening
  *   ground         internal.h, atomics.h, message.c, clock.c, config.c,
- *                  names.c; testing.h (test build)
+ *                  names.c, test_points.h
+ * A failure's cycle by file: trip (closed.c), open (transition.c),
+ * half-open (timeouts.c), probes (probes.c), close or reopen (halfopen.c).
  * presets.c and prometheus.c stand beside the core on the public API (and
  * message.h); nothing in the core calls them.
  */
@@ -32,11 +41,11 @@
 #include "message.h"
 
 #ifdef CIRCUIT_TESTING
-#include "testing.h"
+#include "test_points.h"
 #endif
 
 /* Planted bugs (tests/sched/PLANTS.md): each CIRCUIT_PLANT_<NAME> switch
- * brings back a defect fixed in 0.3, for the schedule checker to catch. They
+ * brings back a defect the core has had, for the schedule checker to catch. They
  * act in the tests' core only (CIRCUIT_TESTING): the library built in the
  * same tree with the same flags stays correct. */
 #ifndef CIRCUIT_TESTING
@@ -75,9 +84,9 @@ typedef struct circuit__node {
 
 /* ---- the per-CPU part (percpu.c) ------------------------------------------ */
 /* 16 bytes per CPU per breaker (docs/CONTRACT.md L5), a
- * unit of the process-wide per-CPU arena (percpu.c, THE ARENA): the closed
- * success cell (counting.c) and the packed totals of M1 that are counted on
- * paths that write no shared line (percpu.h, THE PACKED TOTALS). A CPU's
+ * unit of the process-wide per-CPU arena (docs/design/percpu.md): the closed
+ * success cell (closed.c) and the packed totals of M1 that are counted on
+ * paths that write no shared line (docs/design/percpu.md). A CPU's
  * units of all breakers sit side by side in that CPU's region of the arena,
  * so no two CPUs write one line and no breaker needs a line of its own. */
 typedef struct circuit__pcpu {
@@ -112,7 +121,7 @@ enum circuit__total {
  *
  * field          writers (order)                    readers (order)            pairs with / why
  * -------------  ---------------------------------  -------------------------  ------------------------------------
- * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what was
+ * core           every decision: circuit__core_cas  everyone: ld128_acq,       the CAS is the release of what is
  *  (state word)  (cas128_sc): exact points,         ld128_lo_acq                prepared before it (descriptor slots,
  *                intents, transitions, timeouts                                slot 0, half_reopens, ring records);
  *                                                                              readers acquire it. Every "read X,
@@ -136,25 +145,25 @@ enum circuit__total {
  * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
- *                (cas128_sc)                                                   at the CAS (probes.c, TIMEOUTS)
+ *                (cas128_sc)                                                   at the CAS (probes.md, TIMEOUTS)
  * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
  *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
  *                                                   a count for stats)         owner (acquire CAS)
- * ring[]         ring_write (cas_acq: the failed    append, cc_apply (ld_acq,  the writer's next core CAS (release)
- *  (window)      CAS's value is re-checked),        then the caller re-checks  publishes a record to the evicter a
- *                ring_record (cas_acq_rel),         core or the descriptor)    lap later (acquire of core); a record
- *                ring_clear (cas_rlx)                                          seen means D_k seen (acq_rel)
+ * ring[]         ring_write (cas_acq: the failed    circuit__append,           the writer's next core CAS (release)
+ *  (half-open    CAS's value is re-checked),        ring_write, ring_start     publishes a record to the evicter a
+ *   window)      ring_start (cas_acq), ring_clear   (ld_acq, then the caller   lap later (acquire of core)
+ *                (cas_rlx) (halfopen.c)             re-checks core)
  * mirror         circuit__mirror_set: a closed      circuit_allow, closed_     set: read the mirror, then core
  *  {lo, version} word read with no intent, the      success (ld128_lo_acq:     (both acquire), CAS from the value
  *                transition into closed, a fresh    the fast path); set and    read: a version changed since fails;
  *                epoch (cas128_sc, one try);        shut (ld128_acq)           shut: after the intent is seen,
  *                circuit__mirror_shut: an intent's                             before the seals and the CAS out of
- *                maker and completers (cas128_sc)                              (g, e); re-checks core (word.h)
- * desc[2]        closed_cc's help; desc_start, the  closed_cc (ld128_acq)      read X, check core at k (or, for D_k0,
+ *                maker and completers (cas128_sc)                              (g, e); re-checks core (mirror.md)
+ * desc[2]        point_read's help; desc_start,     point_read (ld128_acq)     read X, check core at k (or, for D_k0,
  *  (D_k)         transition into closed (cas128_sc)                            the state being left), CAS X; a
  *                                                                              derived D_k equals the written one
  * cbits[]        the point's maker and any helper    failures and helpers       tag = the point k whose update it
- *  {tag, bits}   (cas128_sc: only while the word's   (bits_count, ld128_acq),   last took (U(k), counting.c); a
+ *  {tag, bits}   (cas128_sc: only while the word's   (bits_count, ld128_acq),   last took (U(k), closed.md); a
  *  (closed       tag is before k, U(k) after D_k);   stats (the same, U(k)      word tagged before k is U(k)'s to
  *  window)       the transition into closed, before  applied in the reader's    apply; after k, the reader's word
  *                its CAS ({k0, 0}, read-check-CAS)   own copy)                  is stale. Tags only grow (k never
@@ -248,7 +257,7 @@ struct circuit_breaker {
     uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
     circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
     /* read on every call while closed, written when a closed epoch starts
-     * or ends (word.h, THE CLOSED MIRROR): on this line, which no thread
+     * or ends (docs/design/mirror.md): on this line, which no thread
      * writes while the breaker is closed */
     circuit__u128 mirror;                  /* {closed gen|epoch, or shut, version} */
 
@@ -266,7 +275,7 @@ struct circuit_breaker {
     circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who made the newest trip [0] and
                                             * isolate [1] intent (O6) */
 
-    /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
+    /* the packed totals' shared side (docs/design/percpu.md): written
      * once per flush (a field's T units) and by shared-path successes */
     _Alignas(64) uint64_t tot_ctl;         /* the flush control word */
     uint64_t tot_shared[CIRCUIT__T_NPACKED]; /* {parity:1, total:63} per packed total */
@@ -342,8 +351,10 @@ static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f
 int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, char *errbuf,
                       size_t errbuf_len);
 
-/* clock.c: CLOCK_MONOTONIC in ns (the test build: the settable clock). */
+/* clock.c: CLOCK_MONOTONIC in ns (the test build: testing.c's settable
+ * clock, unless a test asks for the real one). */
 int64_t circuit__now(void);
+int64_t circuit__clock_monotonic(void);
 
 /* Aborts unless b is a live breaker built by circuit_new (CFG4). */
 static inline void circuit__check_breaker(const circuit_breaker *b, const char *fn)
@@ -382,13 +393,22 @@ void circuit__test_count_core_cas(void);
 void circuit__test_count_stats_pass(void);
 void circuit__test_count_shared_rmw(void);
 void circuit__test_count_window_words(uint64_t n);
+uint32_t circuit__test_cpus(void);
+int64_t circuit__test_clock(void);
+#define CIRCUIT__TEST_CLOCK() circuit__test_clock()
 #define CIRCUIT__HOOK(p) circuit__test_hook(p)
 #define CIRCUIT__SHARED_RMW() circuit__test_count_shared_rmw()
 #define CIRCUIT__WINDOW_WORDS(n) circuit__test_count_window_words(n)
+#define CIRCUIT__CORE_CAS_COUNT() circuit__test_count_core_cas()
+#define CIRCUIT__STATS_PASS() circuit__test_count_stats_pass()
+#define CIRCUIT__TEST_CPUS() circuit__test_cpus()
 #else
 #define CIRCUIT__HOOK(p) ((void)0)
 #define CIRCUIT__SHARED_RMW() ((void)0)
 #define CIRCUIT__WINDOW_WORDS(n) ((void)0)
+#define CIRCUIT__CORE_CAS_COUNT() ((void)0)
+#define CIRCUIT__STATS_PASS() ((void)0)
+#define CIRCUIT__TEST_CPUS() 0u
 #endif
 
 #endif

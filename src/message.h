@@ -46,7 +46,7 @@ __attribute__((format(printf, 2, 0))) void circuit__text_vfmt(circuit__text *t, 
 /* An error message being built: "invalid <what>:" and its clauses. */
 typedef struct circuit__msg {
     circuit__text text;
-    int clauses; /* clauses added so far: > 0 means "something was invalid" */
+    int clauses; /* clauses added so far: > 0 means "something is invalid" */
 } circuit__msg;
 
 /* Starts "invalid <what>:" in buf. */

@@ -1,31 +1,17 @@
 /*
- * The per-CPU part: the arena that holds every breaker's units, the cells'
- * first epoch and epoch ids (the cells' protocol is in counting.c, with the
- * exact points that read them), and the slow side of the packed totals
- * (percpu.h, THE PACKED TOTALS).
+ * The per-CPU part (percpu.h): the arena that holds every breaker's units,
+ * and the slow side of the packed totals (a flush, the overflow path, the
+ * reader). docs/design/percpu.md.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "percpu.h"
 
-/* ---- THE ARENA ---------------------------------------------------------------
- * The layout of the kernel's alloc_percpu: a chunk has one region per CPU,
- * units x 16 bytes each, and a breaker takes the same unit index in every
- * region, so its unit for CPU i is i regions after its unit for CPU 0. A
- * CPU's units of up to 64 breakers share that CPU's lines (the same CPU
- * writes them); two CPUs never share one. A chunk has 8 units while the
- * process holds fewer than 8 breakers, 64 after. Chunks
- * are per CPU count (a test may set another, circuit_test_set_cpus) and are
- * freed with their last breaker, so circuit_free returns everything (L5).
- *
- * The bookkeeping is under one process-wide mutex, taken only by
- * circuit_new and circuit_free for a few loads and stores; no call on a
- * breaker takes it: L1 names allow, done, release and get_state, and
- * stress.nolock interposes pthread_mutex_lock and fails if any of them
- * reaches a lock. A lock-free arena would need
- * safe reclamation of a chunk another circuit_new may be scanning, for
- * calls that already allocate. */
+/* ---- the arena (docs/design/percpu.md) ----------------------------------------
+ * One process-wide mutex guards the chunks' bookkeeping, taken only by
+ * circuit_new and circuit_free; no call on a breaker takes it (L1;
+ * stress.nolock checks it). */
 typedef struct arena_chunk {
     struct arena_chunk *next, *prev; /* in `partial` while it has a free unit */
     uint64_t used;                   /* bit u: unit u taken */
@@ -105,7 +91,7 @@ bool circuit__pcpu_take(circuit_breaker *b)
     b->arena_unit = (uint16_t)u;
     b->pcpu_stride = (uint16_t)(ch->units * sizeof(circuit__pcpu));
     b->pcpu0 = chunk_regions(ch) + (size_t)u * sizeof(circuit__pcpu);
-    /* Before the breaker is shared; the unit's last owner was freed (the
+    /* Before the breaker is shared; the unit's last owner is gone (the
      * mutex orders its circuit_free before this) */
     for (uint32_t i = 0; i < ncpu; i++)
         *circuit__unit(b, i) = (circuit__pcpu){0, 0};
@@ -128,35 +114,6 @@ void circuit__pcpu_give(circuit_breaker *b)
     pthread_mutex_unlock(&arena_mu);
     if (last)
         free(ch);
-}
-
-/* ---- the cells' first epoch -------------------------------------------------- */
-
-void circuit__pcpu_init(circuit_breaker *b)
-{
-    /* Before the breaker is shared: the cells of the first epoch (0) are
-     * the zeroed units (circuit__pcpu_take), and the word naming it, at
-     * exact point 0. */
-    b->next_id = 0;
-    /* D_0: the first closed state's first point (word.h) */
-    b->k_next = 0;
-    circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
-    circuit__st128_init(&b->core, (circuit__u128){circuit__mkclo(0, 0, false, false, 0),
-                                                  circuit__mkchi(0, 0)});
-    /* the closed mirror (word.h), open for that state, version 0 */
-    circuit__st128_init(&b->mirror,
-                        (circuit__u128){circuit__mirror_of(circuit__mkclo(0, 0, false, false, 0)), 0});
-}
-
-uint32_t circuit__fresh_epoch(circuit_breaker *b)
-{
-    uint32_t id;
-    do {
-        CIRCUIT__SHARED_RMW();
-        /* relaxed RMW: uniqueness is all it needs; ids are not dense */
-        id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
-    } while (id == 0);
-    return id;
 }
 
 /* ---- the packed totals' slow side (percpu.h) -------------------------------- */
@@ -240,7 +197,7 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
     uint8_t par[CIRCUIT__MAX_CPUS];
     for (;;) {
         /* acquire, all of them, in this order: tot_ctl, the fields, the
-         * shared totals, tot_ctl (percpu.h, THE PACKED TOTALS) */
+         * shared totals, tot_ctl (docs/design/percpu.md) */
         uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
         for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
             out[t] = 0;

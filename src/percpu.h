@@ -1,65 +1,19 @@
 /*
  * The per-CPU part (percpu.c): 16 bytes per CPU per breaker (docs/CONTRACT.md
- * L5), units of a process-wide per-CPU arena, holding the
- * closed success cell (L6; its protocol is counting.c's)
- * and the packed totals of M1 counted on paths that write no shared line.
+ * L5), units of a process-wide per-CPU arena, holding the closed success
+ * cell (L6; closed.c counts on it) and the packed totals of M1 counted on
+ * paths that write no shared line.
  *
- * LAYER INTERFACE (the lower floor of counting; counting.h is the upper):
- *   circuit__pcpu_take     a breaker's units, from the arena (circuit_new)
- *   circuit__pcpu_give     back to the arena (circuit_free)
- *   circuit__pcpu_init     the initial state word (closed, generation 0,
- *                          epoch 0, point 0), D_0 and the cells of epoch 0
- *   circuit__fresh_epoch   a new epoch id for the cells (transition.c when
- *                          a closed state starts, counting.c when one ends)
- *   circuit__unit          CPU i's unit; circuit__my_cpu: this CPU's
- *   circuit__total_add     one more of an M1 total
- *   circuit__totals_read   every M1 total counted here (stats)
- * Callers above: transition.c, counting.c, stats.c, breaker.c. It calls
- * only the state word below it (word.h).
- *
- * THE PACKED TOTALS. A unit's second word packs six totals of M1 as
- * bit-fields {parity:1, value:w} (the table below). A field counts up to
- * 2T - 1, T = 2^(w-1); at T its owner moves T units to the breaker's shared
- * total for that field (a FLUSH), so the field never carries into its
- * neighbour and the word stays 8 bytes. This is the kernel's percpu_counter
- * (per-CPU deltas folded into a shared count at a batch size), made exact
- * for a reader that writes nothing: a flush moves units in three steps that
- * a reader can tell apart.
- *   tot_ctl   {seq:46, c:12, i:3, pS:1, pP:1, busy:1}: one flush at a time
- *             per breaker. START: CAS from an idle word to busy, seq + 1,
- *             naming the CPU c, the field i and the two parities as they
- *             are before the flush. Only the thread whose START won goes on
- *             (no helping); END stores it idle, seq + 1 again, still naming
- *             the flush.
- *   CREDIT    one add of T + 2^63 to tot_shared[i]: the total grows by T
- *             and its parity bit flips, in one RMW.
- *   SUBTRACT  CAS loop on c's word: value - T, parity flipped.
- *   A field at 2T - 1 (a flush busy elsewhere or stopped) takes the
- *   OVERFLOW path: its unit is added to tot_shared[i] directly (+1, the
- *   parity untouched), and it tries to start its field's flush. Nobody
- *   waits for a stopped flush (lock-free, L1).
- * A READER (get_stats) loads tot_ctl, every unit's word, every shared
- * total, then tot_ctl again, all with acquire. seq says how many STARTs
- * and ENDs happened in between; END leaves the flush named (idle), so
- * when that is at most one flush (it started, ended, or both, during the
- * read; or it was busy throughout) tot_ctl names it, and the read corrects
- * for it alone: its credit is seen iff the shared parity differs from pS,
- * its subtract iff c's field parity differs from pP; seen credited but not
- * subtracted, its T units are in both places: counted once. A subtract
- * seen implies its credit seen (CREDIT's order before SUBTRACT, acquire
- * loads of the fields before the shared totals). A flush that ended before
- * the first load is wholly seen, one that starts after the last not at
- * all. Two flushes or more during one read: it reads again (lock-free:
- * each try follows other threads' flushes). Every other field only grew
- * during the read, so each sum lies between the totals at the start and
- * the end of the read: a value the total held (M1). Model:
- * tests/model/spin/totals.pml.
- *
- * Thresholds (w, T): how often each total's flush costs three shared-line
- * writes on one CPU. admitted (21, 2^20: once per million admissions, like
- * the cell's limit), rejected (11, 1024), failures (7, 64: a failure makes
- * three shared RMWs anyway, L8), ignored and released (8, 128), late (3, 4:
- * late results come only from tickets a transition overtook).
+ * INVARIANTS
+ *   - a breaker's unit for CPU i is i regions after its unit for CPU 0, and
+ *     two CPUs never share a line;
+ *   - a packed field stays below 2T: at T its owner moves T units to the
+ *     shared total (a flush: START, CREDIT, SUBTRACT, END), so no field
+ *     carries into its neighbour;
+ *   - a reader writes nothing and sees each total at a value it held (M1),
+ *     correcting for at most one flush in progress.
+ * The arena's layout, the flush and the reader's argument, the thresholds:
+ * docs/design/percpu.md (SPIN model: tests/model/spin/totals.pml).
  */
 #ifndef CIRCUIT_PERCPU_H
 #define CIRCUIT_PERCPU_H
@@ -68,13 +22,6 @@
 #include <sys/rseq.h>
 
 #include "word.h"
-
-/* Before the breaker is shared: the initial state word (closed,
- * generation 0, epoch 0, exact point 0) and the cells of epoch 0. */
-void circuit__pcpu_init(circuit_breaker *b);
-
-/* A fresh epoch id (never 0: the first epoch of a new breaker). */
-uint32_t circuit__fresh_epoch(circuit_breaker *b);
 
 /* The line of the CPU this thread runs on: sched_getcpu(), which glibc
  * answers from rseq without a system call. A thread may migrate right after:
@@ -215,7 +162,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
 }
 
 /* Every packed total (indexed by enum circuit__total) as a value it held
- * during the call (M1): see THE PACKED TOTALS. Writes nothing. */
+ * during the call (M1): see docs/design/percpu.md. Writes nothing. */
 void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPACKED]);
 
 #endif

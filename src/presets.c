@@ -34,7 +34,7 @@ __attribute__((noreturn)) static void presets_abort(const char *fn, const char *
 
 /* Any failed probe reopens; `successes` probe successes in a row close; a
  * probe timeout (counts->timed_out grew) keeps probing. While half-open a
- * failure reopens at once, so failures > 0 means "this result was a
+ * failure reopens at once, so failures > 0 means "this result is a
  * failure". */
 static circuit_state presets_probe(int64_t successes, const circuit_counts *c)
 {
@@ -158,7 +158,7 @@ int circuit_failure_rate_init(circuit_failure_rate *p, const circuit_config *cfg
     circuit__msg m;
     circuit__msg_start(&m, errbuf, errbuf_len, "circuit_failure_rate");
     if (cfg == NULL) {
-        /* From its own parameters (0.3): the window is checked when a
+        /* From its own parameters: the window is checked when a
          * breaker is built, by the policy's check (K1). */
         if (min_results < 1 || min_results > CIRCUIT_MAX_COUNT)
             circuit__msg_add(&m, "min_results = %" PRId64 " (must be 1..%d)", min_results,

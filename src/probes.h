@@ -48,7 +48,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
 circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t now,
                                     circuit__slot0 *slot0, uint32_t *slot, uint32_t *reuse);
 
-/* Frees a ticket's slot (index, generation, reuse) unless it was timed out
+/* Frees a ticket's slot (index, generation, reuse) unless a timeout took it
  * or freed already: exactly once (T5, T6). The _unless_due form leaves a
  * slot whose timeout fell due by `now` to the next allow or done (P1). */
 bool circuit__slot_release(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse);

@@ -1,36 +1,17 @@
 /*
- * circuit_get_stats (M1): a pure read. It takes no lock, calls no
- * callback, writes nothing, and ends no epoch: the closed successes counted
- * since the last exact point are read from the per-CPU cells (counting.c).
+ * circuit_get_stats (docs/CONTRACT.md M1): a pure read. It takes no lock,
+ * calls no callback, writes nothing and ends no epoch.
  *
- * Totals are the packed per-CPU fields (admitted, rejected, failures,
- * ignored, released, late) with their flushed shares (percpu.h, THE PACKED
- * TOTALS: a read of its own, which starts again only if two flushes meet
- * it), plus the ledger of the successes of ended epochs, plus the
- * cells of the current epoch, plus three shared totals kept on paths that
- * already write a shared line (transitions, probe timeouts, successes of
- * the shared paths).
- *
- * ONE PASS, NO RETRY (apart from the packed totals' own read, above, and an
- * open word that moved while the clock was read, below; M1 asks for a
- * value each field held during the call,
- * so only what is reported needs to agree, and a reader must not be starved
- * by writers). Each total only grows, one at a time, so a sum of per-CPU
- * counters read one after the other lies between the totals at the start
- * and at the end of the read: a value it held. The one thing that can break
- * this is a success MOVING from the cells of an epoch E into the ledger (an
- * intent's completion) while it is read: counted twice, or not at all. So,
- * when the word is closed in epoch E: the cells of E, then the ledger, then
- * the word again.
- *   - Still E: no cell was started for a later epoch yet (that needs the
- *     word to leave E, and the cells are read with acquire before the word
- *     is), so the cells were E's; the ledger holds E's sum (key E: a
- *     completion in progress) or none of it, and the cells are added only
- *     in the second case. The counts are the exact point's (the word read
- *     again) plus the cells since it.
- *   - Moved on: E ended, and the ledger read after the word holds E; the
- *     snapshot is the new word, with the counts of its exact point (made
- *     during this call: a value the counts held).
+ * INVARIANTS
+ *   - every field is a value it held during the call: totals only grow, so
+ *     a sum read counter by counter lies between its start and end values;
+ *   - a closed success is counted once even while it moves from the cells
+ *     of epoch E into the ledger: the cells of E, then the ledger, then the
+ *     word again, each with acquire;
+ *   - the state and generation reported are those of the word the counts
+ *     belong to, and an open answer stands for a word that held across the
+ *     clock read.
+ * Why one pass is enough, case by case: docs/design/stats.md.
  */
 #include <string.h>
 
@@ -47,9 +28,7 @@ void circuit_get_stats(const circuit_breaker *b, circuit_stats *out)
     circuit_stats s;
 again:
     memset(&s, 0, sizeof s);
-#ifdef CIRCUIT_TESTING
-    circuit__test_count_stats_pass();
-#endif
+    CIRCUIT__STATS_PASS();
     /* acquire: the records and the ledger read below are at least as new
      * as the word */
     circuit__u128 c = circuit__ld128_acq(&b->core);
@@ -68,7 +47,7 @@ again:
     if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
         /* acquire loads of the cells, then the ledger and the word with
          * acquire: in this order, see the top comment */
-        cells = circuit__cells_read(b, circuit__cepoch(c.lo));
+        cells = circuit__cells_read(b, circuit__closed_epoch(c.lo));
         f = circuit__ld128_acq(&b->folded);
         circuit__u128 again = circuit__ld128_acq(&b->core);
         if (circuit__code(again.lo) == CIRCUIT__ST_CLOSED &&
@@ -107,8 +86,8 @@ again:
         int64_t now = circuit__now();
         /* The state reported is for the moment of the clock read: the word
          * must still be this open state after it, or a reset and a clock
-         * past the old end would report a half-open that never was (M1).
-         * A transition was made meanwhile: read again, which is lock-free
+         * past the old end would report a half-open that never existed (M1).
+         * A transition came meanwhile: read again, which is lock-free
          * (each retry follows another thread's transition). acquire: table
          * core */
         if (!circuit__core_still(b, &c))

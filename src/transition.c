@@ -5,7 +5,7 @@
  * M1 and the record handed to delivery are kept in one place.
  */
 #include "delivery.h"
-#include "percpu.h"
+#include "closed_state.h"
 #include "transition.h"
 
 static void gen64_raise(circuit_breaker *b, uint64_t g)
@@ -27,7 +27,7 @@ static int64_t half_reopens(const circuit_breaker *b, uint32_t gen)
 
 /* Before the CAS that makes open -> half-open (gen), record the reopen count
  * the half-open state inherits. Written only while the word still holds the
- * open state it was computed from (checked after reading the value, and the
+ * open state it comes from (checked after reading the value, and the
  * CAS from that value fails if it moved since), so a stale caller cannot
  * overwrite a later state's count. Returns false when the word moved. */
 static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen, uint32_t k)
@@ -45,72 +45,6 @@ static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen,
     return true;
 }
 
-/* Before the CAS that leaves a closed state at point k (word c): the next
- * closed state starts at k + 2 (word.h), so its first two points' tags are
- * neither k's nor k - 1's, the two descriptors this state leaves in the
- * slots. Written only while the word still holds c (read X, check, CAS X):
- * a stopped thread of an older state finds no X of its time (k_next only
- * moves forward). Every thread leaving c writes the same value. Returns
- * false when the word moved. */
-static bool k_next_set(circuit_breaker *b, circuit__u128 c)
-{
-    uint64_t want = (uint32_t)(circuit__ck(c.hi) + 2u);
-    uint64_t v = circuit__ld_acq(&b->k_next); /* acquire: before the check */
-    while (v != want) {
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
-        if (now.lo != c.lo || now.hi != c.hi)
-            return false;
-        /* acquire on failure: the value returned is checked again */
-        if (circuit__cas_acq(&b->k_next, &v, want))
-            break;
-    }
-    return true;
-}
-
-/* Before the CAS that enters a closed state at point k0 from the word lo:
- * D_{k0}, the zero counts of its first point, in D[k0 & 1], only while the
- * word still holds lo (read X, check, CAS X). Returns false when it moved. */
-static bool desc_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
-{
-    circuit__u128 want = circuit__desc_zero(k0);
-    circuit__u128 *slot = &b->desc[k0 & 1u];
-    circuit__u128 x = circuit__ld128_acq(slot); /* acquire: before the check */
-    while (x.lo != want.lo || x.hi != want.hi) {
-        if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
-            return false;
-        CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_DESC);
-        CIRCUIT__SHARED_RMW();
-        if (circuit__cas128_sc(slot, &x, want)) /* table: desc */
-            break;
-    }
-    return true;
-}
-
-/* Before the CAS that enters a closed state at point k0 from the word lo:
- * every word of the closed bitmap set to {k0, 0} (an empty window), only
- * while the word still holds lo (read X, check, CAS X). A word tagged k0 or
- * later is done: k0 exceeds every older state's point, and a point of this
- * state comes after its entry. Returns false when the word moved. O(window
- * / 64) CASes, once per closed state. */
-static bool bits_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
-{
-    if (b->window == 1)
-        return true; /* window 1: the word's last outcome is the window */
-    uint32_t n = circuit__cbits_words(b->window);
-    for (uint32_t j = 0; j < n; j++) {
-        circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j)); /* acquire: before the check */
-        while (circuit__tag_before(x.lo, k0)) {
-            if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
-                return false;
-            CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_BITS);
-            CIRCUIT__SHARED_RMW();
-            if (circuit__cas128_sc(circuit__cbits(b, j), &x, (circuit__u128){k0, 0})) /* table: cbits */
-                break;
-        }
-    }
-    return true;
-}
-
 /* circuit__transition, with `half_flags` (CIRCUIT__LO_NO_PROBE0 or 0) added
  * to the low half of a new half-open word */
 static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
@@ -122,7 +56,7 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     uint64_t g64 = circuit__gen_widen(b, g1);
     circuit_transition tr = {circuit__pub_state(code), to, g64, *counts, cause, 0};
     circuit__u128 nw;
-    if (code == CIRCUIT__ST_CLOSED && !k_next_set(b, *c)) {
+    if (code == CIRCUIT__ST_CLOSED && !circuit__closed_leave(b, *c)) {
         *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
         return false;
     }
@@ -142,32 +76,26 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         tr.open_for_ns = period;
         if (reopens > (int64_t)CIRCUIT__F31_MASK)
             reopens = (int64_t)CIRCUIT__F31_MASK;
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_OPEN, g1, (uint32_t)reopens),
                              circuit__open_end(at, period)};
         break;
     }
     case CIRCUIT_HALF_OPEN:
-        if (!half_reopens_set(b, c->lo, g1, circuit__lo31(c->lo))) {
+        if (!half_reopens_set(b, c->lo, g1, circuit__lo_count(c->lo))) {
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
         break;
     case CIRCUIT_ISOLATED:
-        nw = (circuit__u128){circuit__mklo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
+        nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_ISOLATED, g1, 0), 0};
         break;
-    default: { /* CLOSED: a new closed state, at its first point k0, in a fresh epoch */
-        /* acquire: after the acquire of the word being left, which came
-         * after the CAS that ended the last closed state (table k_next) */
-        uint32_t k0 = (uint32_t)circuit__ld_acq(&b->k_next);
-        if (!desc_start(b, c->lo, k0) || !bits_start(b, c->lo, k0)) {
+    default: /* CLOSED: a new closed state, at its first point k0, in a fresh epoch */
+        if (!circuit__closed_enter(b, c->lo, g1, &nw)) {
             *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
             return false;
         }
-        nw = (circuit__u128){circuit__mkclo(g1, circuit__fresh_epoch(b), false, false, 0),
-                             circuit__mkchi(k0, 0)};
         break;
-    }
     }
 
     if (!circuit__core_cas(b, c, nw))

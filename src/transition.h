@@ -11,7 +11,7 @@
 
 #include "word.h"
 
-/* Makes the transition to `to` from the word `*c` it was decided from.
+/* Makes the transition to `to` from the word `*c` it is decided from.
  * `counts` are the final counts of the state left (including what caused
  * it); `at` the moment it takes effect (an open period starts then).
  * Returns true with *c the new word, or false, with *c re-read, when the

@@ -1,5 +1,5 @@
 /*
- * circuit_version: the version this library was built as, from the macros
+ * circuit_version: the version this library is built as, from the macros
  * of include/circuit.h (the one place the version is written; the top-level
  * CMakeLists.txt reads it from there too).
  */

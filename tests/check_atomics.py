@@ -3,8 +3,8 @@
 
 Checks the core's sources (src/*.c, src/*.h):
   - no atomic primitive is used outside src/atomics.h: no __atomic_* or
-    __sync_* builtin, no ck_pr_* call, no <stdatomic.h> (the test-only clock
-    in src/clock.c, compiled only into the test build, is the exception);
+    __sync_* builtin, no ck_pr_* call, no <stdatomic.h> (src/testing.c,
+    compiled only into the test build, is the exception);
   - every call of the vocabulary names its order: circuit__ld_*, _st_*,
     _cas_*, _faa_*, _ld128_*, _cas128_* all end in one of
     rlx / acq / rel / acq_rel / sc;
@@ -117,16 +117,16 @@ def check(src_dir):
             if "#error" not in body:
                 bad.append("%s: no #error for an unknown CPU" % name)
             continue
-        if name != "clock.c":  # its atomics are the test-only clock's builtins
+        if name != "testing.c":  # test-only definitions: the test clock's builtins
             bad += unexplained_sites(name, files[name])
         lines = text.split("\n")
         testing = False
         for no, line in enumerate(lines, 1):
             if re.match(r"\s*#\s*(ifdef|if defined\()\s*\(?CIRCUIT_TESTING", line) or \
-               re.match(r"\s*#\s*else", line) and name == "clock.c":
+               re.match(r"\s*#\s*else", line) and name == "testing.c":
                 testing = True
             for m in RAW.finditer(line):
-                if not (name == "clock.c" and testing):
+                if not (name == "testing.c" and testing):
                     bad.append("%s:%d: raw atomic primitive outside src/atomics.h: %s"
                                % (name, no, m.group(0).strip()))
             for call in CALL.finditer(line):

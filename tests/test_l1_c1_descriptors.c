@@ -54,7 +54,7 @@ static int failures;
 
 /* ---- 1. encoding ---------------------------------------------------------- */
 
-static bool cc_equal(const circuit__cc *a, const circuit__cc *b)
+static bool cc_equal(const circuit__point_counts *a, const circuit__point_counts *b)
 {
     return a->seq == b->seq && a->full == b->full && a->fail == b->fail &&
            a->last_fail == b->last_fail && a->run == b->run && a->S == b->S;
@@ -76,10 +76,10 @@ static void encoding(void)
                     for (size_t s = 0; s < 3; s++)
                         for (int bits = 0; bits < 4; bits++) {
                             uint32_t k = ks[ki];
-                            circuit__cc c = {seqs[a], bits & 1, fails[f], (bits & 2) != 0,
+                            circuit__point_counts c = {seqs[a], bits & 1, fails[f], (bits & 2) != 0,
                                              runs[r], Ss[s]};
                             circuit__u128 d = circuit__desc_pack(&c, k);
-                            circuit__cc u;
+                            circuit__point_counts u;
                             circuit__desc_unpack(d, &u);
                             CHECK(cc_equal(&c, &u), "k %u: a field did not round-trip", k);
                             CHECK(circuit__desc_is(d, k), "k %u: not D_k", k);
@@ -93,7 +93,7 @@ static void encoding(void)
                         }
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         circuit__u128 z = circuit__desc_zero(ks[ki]);
-        circuit__cc u, zero = {0, false, 0, false, 0, 0};
+        circuit__point_counts u, zero = {0, false, 0, false, 0, 0};
         circuit__desc_unpack(z, &u);
         CHECK(circuit__desc_is(z, ks[ki]) && cc_equal(&u, &zero), "desc_zero(%u)", ks[ki]);
         CHECK(!circuit__desc_is((circuit__u128){0, 0}, ks[ki]),
@@ -103,7 +103,7 @@ static void encoding(void)
 }
 
 /* a field out of range aborts (a bug of the core, never stored cut) */
-static void expect_pack_abort(const char *what, circuit__cc c)
+static void expect_pack_abort(const char *what, circuit__point_counts c)
 {
     int pipefd[2];
     if (pipe(pipefd) != 0) {
@@ -133,7 +133,7 @@ static void expect_pack_abort(const char *what, circuit__cc c)
 
 static void encoding_aborts(void)
 {
-    circuit__cc ok = {0, false, 0, false, 0, 0}, c;
+    circuit__point_counts ok = {0, false, 0, false, 0, 0}, c;
     c = ok; c.seq = 65536;
     expect_pack_abort("seq 65536", c);
     c = ok; c.fail = 65537;
@@ -324,7 +324,7 @@ static void *stopped_failure(void *a)
 
 static bool same_but_high_tag(circuit__u128 a, circuit__u128 x)
 {
-    circuit__cc ca, cx;
+    circuit__point_counts ca, cx;
     circuit__desc_unpack(a, &ca);
     circuit__desc_unpack(x, &cx);
     return (a.lo & CIRCUIT__D_VALID) && (x.lo & CIRCUIT__D_VALID) && cc_equal(&ca, &cx) &&
@@ -342,7 +342,7 @@ static void failure_across_points(void)
     pthread_create(&th, NULL, stopped_failure, NULL);
     while (sem_wait(&parked) != 0)
         ;
-    uint32_t k = circuit__ck(circuit__ld128_acq(&B->core).hi); /* its point */
+    uint32_t k = circuit__closed_point(circuit__ld128_acq(&B->core).hi); /* its point */
     unsigned slot = k & 1u;
     circuit__u128 x = circuit__ld128_acq(&B->desc[slot]); /* what it read: not D_k yet */
     CHECK(!circuit__desc_is(x, k), "the stopped failure's slot already holds D_%u", k);

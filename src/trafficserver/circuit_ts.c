@@ -26,7 +26,7 @@
  *     one frees the breaker.
  *   - The request path never looks the registry up: Traffic Server hands
  *     TSRemapDoRemap the instance pointer, and each transaction holds a lease
- *     on the remap table it was mapped with until the transaction is
+ *     on the remap table it is mapped with until the transaction is
  *     destroyed (HttpSM takes it at start and releases it in its cleanup),
  *     so a rule outlives every transaction that uses it without any
  *     reference count or lock on the request path. The event threads thus
@@ -151,7 +151,7 @@ static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static rule *registry;          /* registry_mu */
 static uint64_t registry_seq;   /* registry_mu */
 /* remap.config loads: 1 is the first; a reload that fails leaves live_load
- * where it was (Traffic Server keeps the previous table). registry_mu. */
+ * where it stands (Traffic Server keeps the previous table). registry_mu. */
 static uint64_t loading_load = 1, live_load = 1;
 static bool global_init_done;   /* set by TSPluginInit, before any remap load */
 static int txn_arg = -1;        /* transaction user argument: the txn_state */
@@ -301,7 +301,7 @@ static void fmt_duration(char *buf, size_t len, int64_t ns)
 
 /*
  * Parses the @pparam words into *p. Every bad parameter is named in ONE
- * message written to errbuf (AT1); returns false if there was any.
+ * message written to errbuf (AT1); returns false if there is any.
  * Defaults: window 100, probes 1, open-for 5s, probe-timeout 2s, successes =
  * probes, no open-for-max (a fixed open period), jitter 0, failure statuses
  * those of circuit_classify_http (500-599 and 429). name and policy are
@@ -1087,7 +1087,7 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
         return TSREMAP_NO_REMAP;
     }
     /* A transaction remapped again (a followed redirect) keeps its struct and
-     * hooks: the earlier ticket was settled by its 3xx, or is released. */
+     * hooks: the earlier ticket is settled by its 3xx, or is released. */
     txn_state *st = TSUserArgGet(txn, txn_arg);
     if (st != NULL) {
         settle(st, 0);

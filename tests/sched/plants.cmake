@@ -10,19 +10,19 @@
 # the catch does not depend on the machine's speed; the time limit is only
 # a guard): tests/sched/PLANTS.md lists, per strategy, the run that catches.
 set(CIRCUIT_SCHED_PLANTS
-  "PHANTOM_PROBE:probes.c:phantom:--strategy+random+--runs+50+--seconds+200"
+  "PHANTOM_PROBE:timeouts.c:phantom:--strategy+random+--runs+50+--seconds+200"
   "PIF_RESERVATION:probes.c:phantom_read:--strategy+pct+--runs+50+--seconds+200"
-  "SCAN_RESERVATION:probes.c:phantom:--strategy+pct+--runs+50+--seconds+200"
+  "SCAN_RESERVATION:timeouts.c:phantom:--strategy+pct+--runs+50+--seconds+200"
   "NO_ADOPT:probes.c:phantom:--strategy+pct+--runs+50+--seconds+200"
   "RESERVE_STALE_DUE:probes.c:stale_due:--strategy+pct+--runs+200+--seconds+200"
   "SEAM_BIT0_ABA:probes.c:seam_window:--strategy+pct+--runs+3000+--seconds+200"
   "HALFOPEN_ALIAS_WINDOW:probes.c:seam_window:--strategy+pct+--runs+50+--seconds+200"
   "HALFOPEN_ALIAS_SLOTS:probes.c:generation_seam:--strategy+pct+--runs+50+--seconds+200"
   "SLOT0_BIT:probes.c:seam_slot0:--strategy+pct+--runs+50+--seconds+200"
-  "TIMEOUT_FREE_THEN_COUNT:probes.c:halfopen_probes:--strategy+pct+--runs+50+--seconds+200"
+  "TIMEOUT_FREE_THEN_COUNT:timeouts.c:halfopen_probes:--strategy+pct+--runs+50+--seconds+200"
   "STATS_GEN_WIDEN:word.c:closed_trip:--strategy+pct+--runs+50+--seconds+200"
-  "PROBE_STALE_CLOCK:counting.c:operator:--strategy+random+--runs+3000+--seconds+200"
-  "INTENT_CALL_CTX:counting.c:operator:--strategy+random+--runs+300+--seconds+200"
+  "PROBE_STALE_CLOCK:closed.c+halfopen.c:operator:--strategy+random+--runs+3000+--seconds+200"
+  "INTENT_CALL_CTX:closed.c:operator:--strategy+random+--runs+300+--seconds+200"
   "DESC_TAG14:*:descriptor_tags:--strategy+pct+--runs+1000+--seconds+200"
 )
 # Planted (src/, tests/sched/PLANTS.md) but not caught by any scenario in

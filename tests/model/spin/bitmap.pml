@@ -1,5 +1,5 @@
 /*
- * bitmap.pml: the closed window's tagged bitmap of src/counting.c (the top
+ * bitmap.pml: the closed window's tagged bitmap of src/closed_state.c (the top
  * comment, "THE BITMAP'S UPDATES"; docs/CONTRACT.md L6 and L8 as amended in
  * 0.3, with C1, C2 and L1), every interleaving of three threads, checked by
  * SPIN. README.md beside it explains the model; run-spin.sh runs it:
@@ -19,9 +19,9 @@
  *                           check of the state word without comparing the
  *                           word it read: a stopped zeroer wipes a point of
  *                           the closed state another thread entered
- *   -DPLANT_UNTAGGED_APPLY  upd_apply does not test the tag: a stale helper
+ *   -DPLANT_UNTAGGED_APPLY  bits_update_apply does not test the tag: a stale helper
  *                           applies U(k) over a word a later point updated
- *   -DPLANT_UPD_BEFORE_DESC after_point applies U(k) before writing D_k: a
+ *   -DPLANT_UPD_BEFORE_DESC circuit__point_publish applies U(k) before writing D_k: a
  *                           deriver of D_k finds the bitmap moved past
  *                           B(k - 1) and no D_k, on a word still at k
  *   -DPLANT_NO_HELP         a failure maker does not complete U(k) (only D_k)
@@ -46,17 +46,17 @@
  *
  * THE MAP (Promela -> C):
  *   point()       circuit__closed_failure (the no-trip path) and the fold
- *                 CAS of circuit__complete: word load, closed_help, cc_apply
+ *                 CAS of circuit__complete: word load, closed_help, point_append
  *                 from B(k) (bits_count, NULL virt), the re-read of the
- *                 word, ONE CAS to {k+1, d, X}, after_point
+ *                 word, ONE CAS to {k+1, d, X}, circuit__point_publish
  *   help()        closed_help from a word read earlier (a stopped thread)
- *   stats()       circuit__closed_counts_at: closed_cc (write = 0), upd_of,
- *                 cc_apply with virt = U(k), the re-read of the word
+ *   stats()       circuit__closed_counts_at: point_read (write = 0), circuit__bits_update_of,
+ *                 point_append with virt = U(k), the re-read of the word
  *   exit_closed() closed_help, then the CAS out of closed (in C an intent
  *                 first and its completion; k_next = k + 2 kept in the word)
  *   enter_closed() transition.c: bits_start, desc_start, the CAS in
- *   closed_cc()   circuit__closed_cc + desc_derive
- *   upd_of(), upd_apply(), cc_apply(), bits_count(): the C functions
+ *   point_read()   circuit__point_read + desc_derive
+ *   circuit__bits_update_of(), bits_update_apply(), point_append(), bits_count(): the C functions
  *
  * PROPERTIES: (a) a maker's counts are the sequential reference's, in its
  * point's CAS; (b) a validated stats read has the true counts; (c) the
@@ -174,7 +174,7 @@ inline range_mask(j, s, m, out)
 }
 
 /* what update {us, um, uset} does to word j (uset = W: no failure) */
-inline upd_masks(j)
+inline bits_update_masks(j)
 {
     range_mask(j, us, um, clr);
     if
@@ -202,7 +202,7 @@ inline bits_count(k, virt, s, m)
                     bits = BBITS(bx);
                     if
                     :: virt && BTAG(bx) < k ->
-                        upd_masks(jj);
+                        bits_update_masks(jj);
                         if :: ((bits & (3 ^ clr)) | set) != bits -> COVER(1) :: else -> skip fi;
                         bits = (bits & (3 ^ clr)) | set
                     :: else -> skip
@@ -223,9 +223,9 @@ inline bits_count(k, virt, s, m)
     atomic { jj = 0; t = 0; msk = 0 }
 }
 
-/* cc_apply: cout = cin + d successes, then a failure if xf, counting the
+/* point_append: cout = cin + d successes, then a failure if xf, counting the
  * evicted failures in B(k). fresh = 0: the bitmap has moved past k. */
-inline cc_apply(k, virt, cin, d, xf)
+inline point_append(k, virt, cin, d, xf)
 {
     d_step { nn = d + xf; fresh = 1; gone = 0; fl = CFAIL(cin) };
     if
@@ -249,10 +249,10 @@ inline cc_apply(k, virt, cin, d, xf)
     d_step { nn = 0; fl = 0; gone = 0 }
 }
 
-/* closed_cc (+ desc_derive): c = D_k of word w, from its slot or derived
+/* point_read (+ desc_derive): c = D_k of word w, from its slot or derived
  * from D_{k-1} and B(k - 1); with wr, written by "read X, check the word,
  * CAS X". ok = 0 when w is stale. */
-inline closed_cc(w, wr)
+inline point_read(w, wr)
 {
     ok = 1;
     xd = D[WK(w) & 1];
@@ -263,7 +263,7 @@ inline closed_cc(w, wr)
         p = D[(WK(w) - 1) & 1];
         if
         :: DK(p) != WK(w) - 1 -> fresh = 0
-        :: else -> cc_apply(WK(w) - 1, 0, DC(p), WD(w), WX(w)); c = cout
+        :: else -> point_append(WK(w) - 1, 0, DC(p), WD(w), WX(w)); c = cout
         fi;
         p = 0;
         if
@@ -309,9 +309,9 @@ inline closed_cc(w, wr)
     atomic { xd = 0; now = 0; cas = 0; fresh = 0; cout = 0 }
 }
 
-/* upd_of: U(k) = {us, um, uset} of word w whose D_k is c. ok = 0 when
+/* circuit__bits_update_of: U(k) = {us, um, uset} of word w whose D_k is c. ok = 0 when
  * D_{k-1} is gone (w is stale). */
-inline upd_of(w)
+inline circuit__bits_update_of(w)
 {
     us = 0; um = 0; uset = W; ok = 1;
     if
@@ -332,14 +332,14 @@ inline upd_of(w)
     fi
 }
 
-/* upd_apply: U(k) into each word it touches, by a CAS from a word tagged
+/* bits_update_apply: U(k) into each word it touches, by a CAS from a word tagged
  * before k; a word whose bits U(k) leaves as they are is not written */
-inline upd_apply(k)
+inline bits_update_apply(k)
 {
     jj = us / 2; t = 0;
     do
     :: t < 2 ->
-        d_step { upd_masks(jj) };
+        d_step { bits_update_masks(jj) };
         if
         :: clr != 0 ->
             bx = bw[jj];
@@ -377,12 +377,12 @@ inline upd_apply(k)
  * D_k only). ok = 0 when w is stale. */
 inline closed_help(w, withupd)
 {
-    closed_cc(w, 1);
+    point_read(w, 1);
     if
     :: ok ->
-        upd_of(w);
+        circuit__bits_update_of(w);
         if
-        :: ok && um > 0 && withupd -> upd_apply(WK(w))
+        :: ok && um > 0 && withupd -> bits_update_apply(WK(w))
         :: else -> skip
         fi
     :: else -> skip
@@ -390,7 +390,7 @@ inline closed_help(w, withupd)
     d_step { us = 0; um = 0; uset = 0 }
 }
 
-/* after_point: D_k by "read X, check the word, CAS X", then U(k) */
+/* circuit__point_publish: D_k by "read X, check the word, CAS X", then U(k) */
 inline write_desc(w)
 {
     xd = D[WK(w) & 1];
@@ -414,12 +414,12 @@ inline write_desc(w)
     atomic { xd = 0; now = 0 }
 }
 
-inline after_point(w)
+inline circuit__point_publish(w)
 {
 #ifdef PLANT_UPD_BEFORE_DESC
-    upd_of(w);
+    circuit__bits_update_of(w);
     if
-    :: ok && um > 0 -> upd_apply(WK(w))
+    :: ok && um > 0 -> bits_update_apply(WK(w))
     :: else -> skip
     fi;
     write_desc(w);
@@ -464,7 +464,7 @@ inline point()
 #endif
             fi;
             /* B(k): closed_help made U(k) complete */
-            cc_apply(WK(w), 0, c, pd, px);
+            point_append(WK(w), 0, c, pd, px);
             n = cout;
             now = core; /* the re-read: c and the bitmap belong to w */
             if
@@ -500,7 +500,7 @@ inline point()
                     fi
                 };
                 if
-                :: cas -> c = n; after_point(w); break
+                :: cas -> c = n; circuit__point_publish(w); break
                 :: else -> skip
                 fi
             fi
@@ -536,11 +536,11 @@ inline stats()
     :: WST(w) != CL || tries == 2 -> break
     :: else ->
         tries++;
-        closed_cc(w, 0);
+        point_read(w, 0);
         if
         :: !ok -> now = core; assert(now != w); w = now /* (d) */
         :: else ->
-            upd_of(w);
+            circuit__bits_update_of(w);
             /* the successes the cells add since S_k (cells are not modelled) */
             if
             :: pd = 1
@@ -548,7 +548,7 @@ inline stats()
             :: pd = 3
             fi;
             if
-            :: ok -> cc_apply(WK(w), 1, c, pd, 0)
+            :: ok -> point_append(WK(w), 1, c, pd, 0)
             :: else -> fresh = 0
             fi;
             d_step {
@@ -689,7 +689,7 @@ proctype thread(byte me)
     short w, now, xd, p;
     byte c, n, cout, pd, px, tries;
     bit ok, fresh, cas;
-    /* cc_apply, bits_count, the masks */
+    /* point_append, bits_count, the masks */
     byte nn, fl, gone, jj, t, msk, bx, bits, clr, set, ri;
     /* an update U(k) */
     byte us, um, uset;
@@ -742,7 +742,7 @@ init {
     };
     (_nr_pr == 1);
     /* at the end, a closed word's D_k and U(k) are in place (every maker
-     * finished its after_point) */
+     * finished its circuit__point_publish) */
     if
     :: WST(core) == CL ->
         assert(D[WK(core) & 1] == MKD(WK(core), gD[WK(core)]));

@@ -1,5 +1,5 @@
 /*
- * counting.pml: the 0.3 closed-state counting protocol of src/counting.c
+ * counting.pml: the closed-state counting protocol of src/closed.c and src/closed_state.c
  * (docs/CONTRACT.md S2 and L6, C1, C2, C4, T2, L1, L8),
  * every interleaving of three threads on two CPUs' cells, checked by SPIN.
  * README.md beside it explains the model; run-spin.sh runs it:
@@ -39,7 +39,7 @@
  * variables (g_*) are updated in the same step as the access they describe;
  * they are never read by the protocol, only by assertions.
  *
- * THE MAP (Promela step -> C, src/counting.c unless named):
+ * THE MAP (Promela step -> C, src/closed.c or src/closed_state.c unless named):
  *   admit                  breaker.c allow: a ticket of the closed generation
  *   success()              circuit__closed_success: the closed mirror's fast
  *                          path (an unsealed cell of the epoch the mirror names:
@@ -52,17 +52,17 @@
  *   failure()              circuit__closed_failure: word load, intent ->
  *                          complete, closed_help, cells_sum (one step per
  *                          cell), the S < S_k check, the re-read of the word,
- *                          ask_trip, ONE word CAS to {k+1, X, S}, after_point;
- *                          a trip / sealed / at-limit sum -> intend(FAILURE)
+ *                          ask_trip, ONE word CAS to {k+1, X, S}, circuit__point_publish;
+ *                          a trip / sealed / at-limit sum -> intent_make(FAILURE)
  *   isolate()              breaker.c's isolate loop from closed + circuit__
- *                          closed_isolate: closed_help, intend(ISOLATE)
- *   closed_cc()            circuit__closed_cc + desc_derive (write = 1: the
+ *                          closed_isolate: closed_help, intent_make(ISOLATE)
+ *   point_read()            circuit__point_read + desc_derive (write = 1: the
  *                          "read X, check the word, CAS X" of D_k)
- *   intend()               intend: CAS w -> w + intent (+ ASKED, hi = {k, S})
+ *   intent_make()               intent_make: CAS w -> w + intent (+ ASKED, hi = {k, S})
  *   complete()             circuit__complete: closed_help, cells_seal, the
  *                          S < S_k check, the decision, ledger_add, then the
  *                          transition CAS (transition.c) or the CAS to a fresh
- *                          epoch {k+1, X, F, d} and after_point
+ *                          epoch {k+1, X, F, d} and circuit__point_publish
  *   cells_seal()           cells_seal: per cell load, then CAS to sealed (own
  *                          epoch) or "read X, check the word, CAS X" to
  *                          {sealed, e, 0} (another epoch); then per cell load
@@ -74,12 +74,12 @@
  * ABSTRACTED AWAY (what the model does not check):
  *   - the window: the counts are the generation's totals {successes,
  *     failures} (an unbounded window); the ring, its records and clears,
- *     evictions (cc_apply's ring reads), the run and last outcome are not
- *     modelled, nor the ring's part of closed_help and after_point;
+ *     evictions (point_append's ring reads), the run and last outcome are not
+ *     modelled, nor the ring's part of closed_help and circuit__point_publish;
  *   - widths: epoch ids 4 bits (asserted never to wrap here), k 3 bits
  *     (descriptor tags: the full k), cells count to CELL_MAX; "S too large
  *     for the word" (S > 2^29 - 1, a descriptor's S) is not modelled (it takes the same
- *     intend(FAILURE) path as a sealed or at-limit sum, which is);
+ *     intent_make(FAILURE) path as a sealed or at-limit sum, which is);
  *   - one closed generation: a trip or an isolate ends the run's closed
  *     state (open, half-open, reset, the descriptor emptying of a new closed
  *     state, probes and timeouts are other models' and tests' business);
@@ -211,9 +211,9 @@ byte g_final_fail;
  * sum, are exact: its successes less S are those of the ended epochs. */
 #define POINT_EXACT(ns, S, nf) assert((ns) - (S) == g_ended && (nf) == g_fail)
 
-/* ---- closed_cc(w, write): D_k for the word w (circuit__closed_cc) --------
+/* ---- point_read(w, write): D_k for the word w (circuit__point_read) --------
  * out: cc_ok, cc_s, cc_f, cc_S. desc_derive when D_k is not there yet. */
-inline closed_cc(W, WRITE)
+inline point_read(W, WRITE)
 {
     cc_k = K(W);
     cc_x = desc[cc_k & 1]; /* acquire load of the slot */
@@ -385,7 +385,7 @@ inline complete(W)
     if
     :: ST(cp_wi) != ST_CLOSED || INTENT(cp_wi) == I_NONE -> skip
     :: else ->
-        closed_cc(cp_wi, 1);
+        point_read(cp_wi, 1);
         if
         :: !cc_ok -> skip
         :: else ->
@@ -456,7 +456,7 @@ inline complete(W)
                         fi
                     };
                     if
-                    :: cp_nw != 0 -> closed_cc(cp_nw, 1) /* after_point: D_{k+1} */
+                    :: cp_nw != 0 -> point_read(cp_nw, 1) /* circuit__point_publish: D_{k+1} */
                     :: else -> skip
                     fi
                 fi
@@ -468,10 +468,10 @@ inline complete(W)
              sl_sum = 0; sl_ok = 0; cc_ok = 0; cc_s = 0; cc_f = 0; cc_S = 0 }
 }
 
-/* ---- intend(w, kind, asked S): CAS w -> w + intent, then complete ----
+/* ---- intent_make(w, kind, asked S): CAS w -> w + intent, then complete ----
  * in: in_w (the word, no intent in it); out: in_ok (false: w moved, in_w
  * is the word found). */
-inline intend(KIND, ASKED_ON, ASKED_S)
+inline intent_make(KIND, ASKED_ON, ASKED_S)
 {
     atomic {
         if
@@ -503,11 +503,11 @@ proctype thread(byte me)
     int fl_w;
     byte fl_S, fl_i, fl_v, fl_ns, fl_nf, fl_lo, fl_before;
     bit fl_sealed, fl_lim, fl_asked, fl_done;
-    /* closed_cc */
+    /* point_read */
     byte cc_k, cc_s, cc_f, cc_S;
     short cc_x, cc_p;
     bit cc_ok;
-    /* cells_seal, ledger_add, complete, intend */
+    /* cells_seal, ledger_add, complete, intent_make */
     byte sl_i, sl_v, sl_sum;
     bit sl_ok;
     short lg_f;
@@ -615,9 +615,9 @@ proctype thread(byte me)
                             in_w = word;
                             if
                             :: LO(in_w) == sc_lo ->
-                                closed_cc(in_w, 1);
+                                point_read(in_w, 1);
                                 if
-                                :: cc_ok -> COVER(12); intend(I_FOLD, 0, 0)
+                                :: cc_ok -> COVER(12); intent_make(I_FOLD, 0, 0)
                                 :: else -> skip
                                 fi
                             :: else -> skip
@@ -665,7 +665,7 @@ proctype thread(byte me)
                     complete(fl_w);
                     fl_w = word
                 :: !fl_done && ST(fl_w) == ST_CLOSED && INTENT(fl_w) == I_NONE ->
-                    closed_cc(fl_w, 1); /* closed_help */
+                    point_read(fl_w, 1); /* closed_help */
                     if
                     :: !cc_ok -> fl_w = word
                     :: else ->
@@ -736,7 +736,7 @@ proctype thread(byte me)
                                 };
                                 if
                                 :: fl_done ->
-                                    closed_cc(fl_w, 1); /* after_point: D_{k+1} */
+                                    point_read(fl_w, 1); /* circuit__point_publish: D_{k+1} */
                                     g_fail_true++
                                 :: else -> skip
                                 fi
@@ -745,9 +745,9 @@ proctype thread(byte me)
                         fi;
                         if
                         :: !fl_done && (fl_sealed || fl_lim || fl_asked) ->
-                            /* intend(FAILURE): the point ends the epoch */
+                            /* intent_make(FAILURE): the point ends the epoch */
                             in_w = fl_w;
-                            intend(I_FAILURE, fl_asked, fl_S);
+                            intent_make(I_FAILURE, fl_asked, fl_S);
                             if
                             :: in_ok -> g_fail_true++; fl_done = 1
                             :: else -> fl_w = in_w
@@ -774,12 +774,12 @@ proctype thread(byte me)
                 complete(in_w);
                 in_w = word
             :: ST(in_w) == ST_CLOSED && INTENT(in_w) == I_NONE ->
-                /* circuit__closed_isolate: closed_help, intend(ISOLATE) */
-                closed_cc(in_w, 1);
+                /* circuit__closed_isolate: closed_help, intent_make(ISOLATE) */
+                point_read(in_w, 1);
                 if
                 :: !cc_ok -> in_w = word
                 :: else ->
-                    intend(I_ISOLATE, 0, 0);
+                    intent_make(I_ISOLATE, 0, 0);
                     if
                     :: in_ok -> break
                     :: else -> skip

@@ -1,6 +1,6 @@
 /*
  * descslot.pml: the closed descriptors' two slots across closed states
- * (docs/CONTRACT.md L1, C4; src/counting.c desc_put, src/transition.c
+ * (docs/CONTRACT.md L1, C4; src/closed_state.c desc_put, src/transition.c
  * desc_start). counting.pml checks one closed generation; this model checks
  * what it leaves out: slots reused by later closed states whose counts
  * repeat bit for bit, and a writer stopped anywhere in its "read X, check

@@ -66,16 +66,16 @@
  *                 current value)
  *   allow()       breaker.c circuit_allow: mirror lo load (open: admitted on
  *                 it), else word load (closed: admitted, then mirror_set)
- *   success()     counting.c circuit__closed_success after an allow: mirror
+ *   success()     closed.h circuit__closed_success after an allow: mirror
  *                 lo load (open for the ticket's g: counted on the cell of
  *                 its epoch), else word load, mirror_set if closed with no
  *                 intent and the mirror not open for it, then the loop: late
  *                 (another generation or not closed), intent -> complete,
  *                 else counted (the cells are abstracted away)
- *   failure()     counting.c intend (from circuit__closed_failure): word
+ *   failure()     closed.c intent_make (from circuit__closed_failure): word
  *                 load, intent -> complete, else the intent CAS, the maker's
  *                 mirror_shut, complete
- *   complete(wi)  counting.c circuit__complete: mirror_shut(wi), [closed_help,
+ *   complete(wi)  closed.c circuit__complete: mirror_shut(wi), [closed_help,
  *                 cells_seal, ledger_add: abstracted away], the decision,
  *                 then ONE CAS of the word from wi: a transition out of
  *                 closed (transition.c, generation + 1), or closed in a fresh
@@ -351,7 +351,7 @@ inline success()
     atomic { w = 0; mlo = 0; fast = 0 }
 }
 
-/* a failure whose call ends its epoch: intend, then complete */
+/* a failure whose call ends its epoch: intent_make, then complete */
 inline failure()
 {
     w = core;

@@ -1,0 +1,59 @@
+/*
+ * Counting while closed (closed.c), above transition.c: a success on its
+ * CPU's cell, a failure's exact point, the intents that end an epoch
+ * (trip, isolate, fold) and the stats reader's counts. Protocol:
+ * docs/design/closed.md.
+ */
+#ifndef CIRCUIT_CLOSED_H
+#define CIRCUIT_CLOSED_H
+
+#include "closed_state.h"
+
+typedef enum circuit__closed_result { CIRCUIT__COUNTED, CIRCUIT__LATE } circuit__closed_result;
+/* Completes the intent of closed word wi (anyone may; the same decision). */
+void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool *have_now,
+                       void *call_ctx);
+/* A closed success's count (docs/design/closed.md, A SUCCESS): the fast path here,
+ * inlined into circuit_done; everything else out of line. */
+/* the rest of a closed success: the mirror m is shut, or the cell sealed,
+ * of another epoch or at its limit */
+circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t gen,
+                                                   void *call_ctx, uint64_t m, uint64_t *cell);
+static inline circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
+                                                             void *call_ctx)
+{
+    uint64_t *cell = &circuit__my_cpu(b)->cell;
+    /* The closed mirror (docs/design/mirror.md): open for (gen, e) only while the word is
+     * closed in gen, epoch e, and the cell of e is sealed before e ends. So
+     * an unsealed cell of e counts the success in gen without reading the
+     * word, whose line every failure takes. acquire: the epoch's cells as
+     * its start left them. */
+    uint64_t m = circuit__mirror_ld(b);
+    if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen) {
+        uint32_t epoch = circuit__closed_epoch(m);
+        uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
+        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
+        while (circuit__cell_epoch(v) == epoch && !(v & CIRCUIT__CELL_SEALED) &&
+               circuit__cell_count(v) < CIRCUIT__CELL_COUNT_MAX) {
+            /* relaxed: a seal is an RMW on this cell, so it reads this
+             * count or makes this CAS fail */
+            if (circuit__cas_rlx(cell, &v, v + 1))
+                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
+        }
+    }
+    return circuit__closed_success_slow(b, gen, call_ctx, m, cell);
+}
+circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
+                                               bool *have_now, void *call_ctx);
+/* isolate from closed (an intent); false when *w moved first (re-read). */
+bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, void *call_ctx);
+/* ends the epoch of closed word *w (a fold intent, tests and count limits) */
+bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w);
+uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch);
+/* a reader's counts at closed word w plus `cells` successes since its point;
+ * returns the word they belong to (a newer one, maybe not closed, when w is
+ * overtaken during the read): report its state and generation */
+circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 w,
+                                        const uint64_t *cells, circuit_counts *out);
+
+#endif
