@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "closed.h"
 #include "counting.h"
 #include "delivery.h"
 #include "percpu.h"
@@ -183,6 +184,12 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     return 0;
 }
 
+const char *circuit__cb_name(unsigned kind)
+{
+    static const char *const names[] = {"classify", "trip", "probe", "open_for", "observe"};
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "a callback";
+}
+
 void circuit_free(circuit_breaker *b)
 {
     if (!b)
@@ -191,11 +198,13 @@ void circuit_free(circuit_breaker *b)
     /* CFG4: freeing a breaker from inside one of its own callbacks
      * would leave the call that runs the callback reading freed memory. */
     for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
-        if (f->b == b)
+        if ((f->in & ~(uintptr_t)63) == (uintptr_t)b) {
+            const char *what = circuit__cb_name((unsigned)(f->in & 63));
             circuit__abort("circuit_free: called from inside %s of the same breaker; a breaker "
                            "cannot be freed by its own callbacks (free it after the call that "
                            "ran %s has returned)",
-                           f->what, f->what);
+                           what, what);
+        }
     circuit__delivery_destroy(b);
     /* Through a volatile lvalue: a plain store just before free() is a dead
      * store the optimiser removes, and a second circuit_free would then find
@@ -209,20 +218,30 @@ void circuit_free(circuit_breaker *b)
 
 /* ---- admission ------------------------------------------------------------- */
 
-/* Fills the ticket: admitted in generation `gen`, with a probe slot or
- * CIRCUIT__NO_SLOT (closed). */
-static inline void admit(circuit_breaker *b, circuit__ticket *tk, void *call_ctx, uint32_t gen,
-                         uint32_t slot, uint32_t reuse)
+/* Fills the ticket (internal.h) of a call admitted while closed, `word`
+ * the closed mirror's value for its generation and epoch. */
+static inline void admit(circuit_breaker *b, circuit__ticket *tk, void *call_ctx, uint64_t word)
 {
     tk->b = b;
     tk->call_ctx = call_ctx;
-    tk->gen = gen;
-    tk->slot = slot;
-    tk->reuse = reuse;
-    tk->unused = 0;
+    tk->word = word;
     /* relaxed: handing the ticket to another thread is the caller's own
      * synchronisation (table: ticket status) */
     circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_LIVE));
+    uint32_t cpu = circuit__my_index(b);
+    tk->at.unit = circuit__unit(b, cpu);
+    circuit__total_add_at(b, cpu, CIRCUIT__T_ADMITTED);
+}
+
+/* Fills the ticket of a probe admitted in `gen` on `slot`. */
+static inline void admit_probe(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
+                               uint32_t gen, uint32_t slot, uint32_t reuse)
+{
+    tk->b = b;
+    tk->call_ctx = call_ctx;
+    tk->word = circuit__word_lo(0, gen, 0) | ((uint64_t)reuse << 32);
+    tk->at.slot = slot;
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_PROBE)); /* relaxed: as above */
     circuit__total_add(b, CIRCUIT__T_ADMITTED);
 }
 
@@ -255,7 +274,7 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
         switch (slot0.held ? CIRCUIT__ST_HALF_OPEN : circuit__code(c.lo)) {
         case CIRCUIT__ST_CLOSED:
             CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
-            admit(b, tk, call_ctx, gen, CIRCUIT__NO_SLOT, 0);
+            admit(b, tk, call_ctx, circuit__mirror_of(c.lo));
             return true;
         case CIRCUIT__ST_ISOLATED:
             return refuse(b, tk, rej, CIRCUIT_ISOLATED, 0);
@@ -284,7 +303,7 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
             continue;
         }
         CIRCUIT__HOOK(CIRCUIT_TP_SLOT_HELD);
-        admit(b, tk, call_ctx, gen, slot, reuse);
+        admit_probe(b, tk, call_ctx, gen, slot, reuse);
         return true;
     }
 }
@@ -292,22 +311,26 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
 /* circuit_allow past its fast path: a transition waiting for delivery, or
  * the closed mirror shut (out of line, so that the fast path saves no
  * registers: a tail call) */
-static __attribute__((noinline)) bool allow_rest(circuit_breaker *b, circuit__ticket *tk,
-                                                 void *call_ctx, circuit_rejection *rej)
+static __attribute__((noinline)) bool allow_rest(circuit_breaker *b, void *call_ctx,
+                                                 circuit_ticket *t, circuit_rejection *rej)
 {
+    /* the argument checks that abort (circuit_allow's fast path only
+     * branches here) */
+    circuit__check_breaker(b, "circuit_allow");
+    circuit__ticket *tk = tk_of(t, "circuit_allow");
     circuit__deliver_pending(b); /* O4: before admitting */
     /* acquire: as in circuit_allow */
     uint64_t seen = circuit__mirror_ld(b);
     if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
-        admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
+        admit(b, tk, call_ctx, circuit__mirror_of(seen));
         return true;
     }
     /* Shut: the state word decides. acquire: as above */
     seen = circuit__ld128_lo_acq(&b->core);
     if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
-        admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
+        admit(b, tk, call_ctx, circuit__mirror_of(seen));
         circuit__mirror_set(b); /* closed with the mirror shut: open it (no intent) */
         return true;
     }
@@ -321,48 +344,68 @@ static __attribute__((noinline)) bool allow_rest(circuit_breaker *b, circuit__ti
 bool circuit_allow(circuit_breaker *b, void *call_ctx, circuit_ticket *t,
                    circuit_rejection *rej)
 {
-    circuit__check_breaker(b, "circuit_allow");
-    /* The ticket's old contents are not looked at: it is usually
-     * uninitialised stack, which may hold any bytes. */
-    circuit__ticket *tk = tk_of(t, "circuit_allow");
+    /* Arguments that abort (CFG4) are told and reported by allow_rest:
+     * the fast path makes no call. The ticket's old contents are not looked
+     * at: it is usually uninitialised stack, which may hold any bytes. */
+    if (__builtin_expect(!b || b->magic != CIRCUIT__MAGIC || !t, 0))
+        return allow_rest(b, call_ctx, t, rej);
+    circuit__ticket *tk = (circuit__ticket *)(void *)t;
     /* O4: a transition waiting for delivery goes first (allow_rest).
      * relaxed: as circuit__deliver_pending's look */
     if (__builtin_expect(circuit__ld_rlx(&b->pending) != 0, 0))
-        return allow_rest(b, tk, call_ctx, rej);
+        return allow_rest(b, call_ctx, t, rej);
     /* The closed mirror (docs/design/mirror.md): open for generation g only while the
      * breaker is closed in g, on a line no failure writes. acquire: a
      * ticket of this generation must see what the CAS that made it
      * published (the mirror's set read that CAS's word with acquire). */
     uint64_t seen = circuit__mirror_ld(b);
-    if (__builtin_expect(circuit__code(seen) == CIRCUIT__ST_CLOSED, 1)) {
-        CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
-        admit(b, tk, call_ctx, circuit__gen(seen), CIRCUIT__NO_SLOT, 0);
-        return true; /* the fast path: no clock, nothing published */
+    uint32_t cpu;
+    if (__builtin_expect(!circuit__mirror_open(seen), 0))
+        return allow_rest(b, call_ctx, t, rej);
+    if (__builtin_expect(!circuit__cpu_quick(&cpu), 0))
+        return allow_rest(b, call_ctx, t, rej);
+    /* The fast path: no clock, nothing published, no call. admit(), with
+     * the slow side of the admitted total as a tail call. */
+    CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
+    tk->b = b;
+    tk->call_ctx = call_ctx;
+    tk->word = seen; /* the mirror's value */
+    circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_LIVE)); /* relaxed: as in admit */
+    cpu = circuit__index_of(b, cpu);
+    circuit__pcpu *unit = circuit__unit(b, cpu);
+    tk->at.unit = unit;
+    uint64_t v = circuit__ld_rlx(&unit->tot); /* relaxed: the CAS decides */
+    while (__builtin_expect(circuit__tot_value(v, CIRCUIT__T_ADMITTED) <
+                                circuit__tot_batch(CIRCUIT__T_ADMITTED) - 1, 1)) {
+        /* relaxed: a total orders nothing (table: pcpu[].tot) */
+        if (circuit__cas_rlx(&unit->tot, &v, v + 1))
+            return true;
     }
-    return allow_rest(b, tk, call_ctx, rej);
+    return circuit__total_add_slow_true(b, cpu, CIRCUIT__T_ADMITTED);
 }
 
 /* ---- settling ------------------------------------------------------------------ */
 
-/* The caller's classify, its answer checked (an invalid outcome aborts). */
-static circuit_outcome classify(circuit_breaker *b, const circuit__ticket *tk, int result)
+/* The caller's classify, run inside a callback frame (CFG4). */
+static inline circuit_outcome classify(circuit_breaker *b, const circuit__ticket *tk, int result)
 {
-    circuit_outcome o;
-    {
-        CIRCUIT__CB_FRAME(frame, b, "classify");
-        o = b->classify(b->classify_arg, tk->call_ctx, result);
-    }
+    CIRCUIT__CB_FRAME(frame, b, CIRCUIT__CB_CLASSIFY);
+    return b->classify(b->classify_arg, tk->call_ctx, result);
+}
+
+/* Aborts unless classify's answer is an outcome. */
+static void outcome_check(circuit_outcome o, int result)
+{
     if (o != CIRCUIT_SUCCESS && o != CIRCUIT_FAILURE && o != CIRCUIT_IGNORED)
         circuit__abort("classify returned an invalid outcome (%d) for result %d; it must "
                        "return CIRCUIT_SUCCESS, CIRCUIT_FAILURE or CIRCUIT_IGNORED",
                        (int)o, result);
-    return o;
 }
 
 /* Marks a live ticket settled by done (T4, T5), or aborts. */
-static void settle_by_done(circuit__ticket *tk, uint64_t status, bool probe)
+static void settle_by_done(circuit__ticket *tk, uint64_t status)
 {
-    if (probe) {
+    if (status == tk_word(CIRCUIT__TK_PROBE)) {
         /* T5: done racing release on a probe ticket: exactly one settles and
          * frees the slot. acq_rel: the winner's slot work follows it. */
         if (!circuit__cas_acq_rel(&tk->status, &status, tk_word(CIRCUIT__TK_DONE)))
@@ -378,25 +421,22 @@ static void settle_by_done(circuit__ticket *tk, uint64_t status, bool probe)
     circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_DONE)); /* relaxed: the same */
 }
 
-bool circuit_done(circuit_ticket *t, int result)
+/* Everything after classify but a closed success counted on its cell: a
+ * probe's result, a failure or an ignored result, and a closed success the
+ * cell could not take (`settled`: done has marked the ticket already). */
+__attribute__((noinline)) static bool done_rest(circuit__ticket *tk, uint64_t status,
+                                                 circuit_outcome o, int result, bool settled)
 {
-    circuit__ticket *tk = tk_of(t, "circuit_done");
-    uint64_t status = circuit__ld_rlx(&tk->status); /* relaxed: table ticket status */
-    if (status != tk_word(CIRCUIT__TK_LIVE))
-        done_refused(status);
     circuit_breaker *b = tk->b;
-    circuit__check_breaker(b, "circuit_done");
-
-    /* classify runs while the ticket is still live: if it unwinds (a C++
-     * exception, pthread_exit), the caller's guard releases the ticket and
-     * frees its probe slot at once (P3). */
-    circuit_outcome o = classify(b, tk, result);
-    bool probe = tk->slot != CIRCUIT__NO_SLOT;
-    settle_by_done(tk, status, probe);
+    outcome_check(o, result);
+    bool probe = status == tk_word(CIRCUIT__TK_PROBE);
+    if (!settled)
+        settle_by_done(tk, status);
+    uint32_t gen = circuit__ticket_gen(tk);
     if (!probe && o == CIRCUIT_SUCCESS &&
-        circuit__closed_success(b, tk->gen, tk->call_ctx) == CIRCUIT__COUNTED) {
+        circuit__closed_success(b, gen, tk->call_ctx, tk->at.unit) == CIRCUIT__COUNTED) {
         circuit__deliver_pending(b);
-        return true; /* L6: counted on this CPU's cell, whatever the window holds */
+        return true; /* L6: counted on a per-CPU cell, whatever the window holds */
     }
 
     int64_t now = 0;
@@ -413,12 +453,73 @@ bool circuit_done(circuit_ticket *t, int result)
         counted = false; /* late (above) */
         circuit__total_add(b, CIRCUIT__T_LATE);
     } else {
-        counted = circuit__count(b, tk->gen, probe, o, tk->call_ctx, now, have_now);
+        counted = circuit__count(b, gen, probe, o, tk->call_ctx, now, have_now);
     }
     if (probe)
-        circuit__slot_release(b, tk->slot, tk->gen, tk->reuse);
+        circuit__slot_release(b, tk->at.slot, gen, circuit__ticket_reuse(tk));
     circuit__deliver_pending(b); /* O3 */
     return counted;
+}
+
+/* circuit_done of a probe ticket, or of one it may not settle (aborts). */
+__attribute__((noinline)) static bool done_probe(circuit__ticket *tk, uint64_t status, int result)
+{
+    if (status != tk_word(CIRCUIT__TK_PROBE))
+        done_refused(status);
+    circuit_breaker *b = tk->b;
+    circuit__check_breaker(b, "circuit_done");
+    /* classify runs while the ticket is live: if it unwinds, the caller's
+     * guard releases the ticket and frees its slot at once (P3) */
+    circuit_outcome o = classify(b, tk, result);
+    return done_rest(tk, status, o, result, false);
+}
+
+bool circuit_done(circuit_ticket *t, int result)
+{
+    circuit__ticket *tk = tk_of(t, "circuit_done");
+    uint64_t status = circuit__ld_rlx(&tk->status); /* relaxed: table ticket status */
+    if (__builtin_expect(status != tk_word(CIRCUIT__TK_LIVE), 0))
+        return done_probe(tk, status, result);
+    /* A live ticket's breaker is not NULL (circuit_allow set both); its
+     * magic tells a breaker freed since. */
+    circuit_breaker *b = tk->b;
+    if (__builtin_expect(b->magic != CIRCUIT__MAGIC, 0))
+        circuit__check_breaker(b, "circuit_done");
+
+    /* classify runs while the ticket is still live: if it unwinds (a C++
+     * exception, pthread_exit), the caller's guard releases it (P3). */
+    /* result is kept on the stack for the slow paths (an invalid outcome's
+     * message), not in a register saved on every call */
+    volatile int kept = result;
+    circuit_outcome o = classify(b, tk, result);
+    /* From here the ticket is read again, not kept across the call: the
+     * fast path then needs no register saved. */
+    if (__builtin_expect(o != CIRCUIT_SUCCESS, 0))
+        return done_rest(tk, status, o, kept, false);
+    /* A closed success (L6): counted on the cell admission counted on,
+     * while the mirror is still open for the generation and epoch the
+     * ticket was admitted in (an intent shuts it: then done_rest helps
+     * finish it, L1) and the cell is unsealed in that epoch. Anything
+     * else: done_rest (a fresh epoch, a seal, the limit, an intent). */
+    settle_by_done(tk, status);
+    b = tk->b;
+    uint64_t word = tk->word;
+    /* acquire: the epoch's cells as its start left them (word.h) */
+    if (__builtin_expect(circuit__mirror_ld(b) != word, 0))
+        return done_rest(tk, status, o, kept, true);
+    uint64_t *cell = &tk->at.unit->cell;
+    uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
+    CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
+    /* v + 1 carries into the epoch when the count is at its limit */
+    while (((v + 1) ^ word) >> 32 == 0) {
+        /* relaxed: a seal is an RMW on this cell, so it reads this count or
+         * makes this CAS fail (table: pcpu[].cell) */
+        if (circuit__cas_rlx(cell, &v, v + 1)) {
+            circuit__deliver_pending(b);
+            return true;
+        }
+    }
+    return done_rest(tk, status, o, kept, true);
 }
 
 void circuit_release(circuit_ticket *t)
@@ -428,14 +529,14 @@ void circuit_release(circuit_ticket *t)
     if (status == 0)
         return; /* blank (CIRCUIT_TICKET_INIT) */
     if ((status & ~UINT64_C(0xff)) != CIRCUIT__TICKET_MAGIC ||
-        (status & 0xff) < CIRCUIT__TK_LIVE || (status & 0xff) > CIRCUIT__TK_REJECTED)
+        (status & 0xff) < CIRCUIT__TK_LIVE || (status & 0xff) > CIRCUIT__TK_PROBE)
         circuit__abort("circuit_release: ticket not filled by circuit_allow");
-    if (status != tk_word(CIRCUIT__TK_LIVE))
+    if (status != tk_word(CIRCUIT__TK_LIVE) && status != tk_word(CIRCUIT__TK_PROBE))
         return; /* settled or rejected: nothing to do (T3) */
     circuit_breaker *b = tk->b;
     circuit__check_breaker(b, "circuit_release");
     CIRCUIT__HOOK(CIRCUIT_TP_RELEASE_BEFORE_CAS);
-    if (tk->slot == CIRCUIT__NO_SLOT) {
+    if (status == tk_word(CIRCUIT__TK_LIVE)) {
         /* T5: no arbitration for a closed ticket (table: ticket status) */
         circuit__st_rlx(&tk->status, tk_word(CIRCUIT__TK_RELEASED));
         circuit__total_add(b, CIRCUIT__T_RELEASED);
@@ -447,7 +548,8 @@ void circuit_release(circuit_ticket *t)
     circuit__total_add(b, CIRCUIT__T_RELEASED);
     /* Free the slot now (P3), unless its timeout already fell due: then the
      * next allow or done times it out as of that moment (P1). */
-    circuit__slot_release_unless_due(b, tk->slot, tk->gen, tk->reuse, circuit__now());
+    circuit__slot_release_unless_due(b, tk->at.slot, circuit__ticket_gen(tk),
+                                     circuit__ticket_reuse(tk), circuit__now());
 }
 
 /* The guard's own name for circuit_release, kept exported for programs

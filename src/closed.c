@@ -26,7 +26,7 @@
 /* The trip policy's answer (S2). */
 static bool ask_trip(circuit_breaker *b, const circuit_counts *cnt)
 {
-    CIRCUIT__CB_FRAME(frame, b, "trip");
+    CIRCUIT__CB_FRAME(frame, b, CIRCUIT__CB_TRIP);
     return b->policy.trip(b->policy.arg, cnt);
 }
 

@@ -20,9 +20,9 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
 circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t gen,
                                                    void *call_ctx, uint64_t m, uint64_t *cell);
 static inline circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
-                                                             void *call_ctx)
+                                                             void *call_ctx, circuit__pcpu *unit)
 {
-    uint64_t *cell = &circuit__my_cpu(b)->cell;
+    uint64_t *cell = &unit->cell;
     /* The closed mirror (docs/design/mirror.md): open for (gen, e) only while the word is
      * closed in gen, epoch e, and the cell of e is sealed before e ends. So
      * an unsealed cell of e counts the success in gen without reading the

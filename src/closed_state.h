@@ -114,6 +114,9 @@ static inline uint64_t circuit__mirror_ld(const circuit_breaker *b)
 {
     return circuit__ld128_lo_acq(&b->mirror);
 }
+/* A mirror value is open (state code CLOSED) or shut (state code 0): bit 0
+ * tells which. */
+static inline bool circuit__mirror_open(uint64_t m) { return (m & 1u) != 0; }
 void circuit__mirror_set(circuit_breaker *b);
 void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi);
 

@@ -42,7 +42,7 @@ bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcom
         return counted;
     }
     /* a closed success (its cell count is in the successes ledger) */
-    counted = circuit__closed_success(b, gen, call_ctx) == CIRCUIT__COUNTED;
+    counted = circuit__closed_success(b, gen, call_ctx, circuit__my_cpu(b)) == CIRCUIT__COUNTED;
     if (!counted)
         circuit__total_add(b, CIRCUIT__T_LATE);
     return counted;

@@ -155,7 +155,7 @@ void circuit__deliver(circuit_breaker *b)
                 g.current = n;
                 circuit_transition tr = n->tr;
                 if (b->observe) { /* NULL: no observer (CFG4) */
-                    CIRCUIT__CB_FRAME(frame, b, "observe");
+                    CIRCUIT__CB_FRAME(frame, b, CIRCUIT__CB_OBSERVE);
                     b->observe(b->observe_arg, n->call_ctx, &tr);
                 }
                 g.current = NULL;

@@ -33,7 +33,7 @@ static circuit_state ask_probe(circuit_breaker *b, const circuit_counts *c)
 {
     circuit_state d;
     {
-        CIRCUIT__CB_FRAME(frame, b, "probe");
+        CIRCUIT__CB_FRAME(frame, b, CIRCUIT__CB_PROBE);
         d = b->policy.probe(b->policy.arg, c);
     }
     if (d != CIRCUIT_CLOSED && d != CIRCUIT_OPEN && d != CIRCUIT_HALF_OPEN)

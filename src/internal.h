@@ -290,21 +290,38 @@ struct circuit_breaker {
 
 /* ---- tickets (the caller-owned circuit_ticket, seen from inside) --------- */
 #define CIRCUIT__TICKET_MAGIC UINT64_C(0xc1bc0de500000000)
-#define CIRCUIT__TK_LIVE     1u
+#define CIRCUIT__TK_LIVE     1u /* admitted while closed, not settled */
 #define CIRCUIT__TK_DONE     2u
 #define CIRCUIT__TK_RELEASED 3u
 #define CIRCUIT__TK_REJECTED 4u
+#define CIRCUIT__TK_PROBE    5u /* a probe, not settled */
 #define CIRCUIT__NO_SLOT     UINT32_MAX
 
 typedef struct circuit__ticket {
     uint64_t status;     /* CIRCUIT__TICKET_MAGIC | phase; 0 = blank */
     circuit_breaker *b;
     void *call_ctx;
-    uint32_t gen;        /* generation tag admitted in */
-    uint32_t slot;       /* probe slot, or CIRCUIT__NO_SLOT (admitted while closed) */
-    uint32_t reuse;      /* the slot's reuse sequence at admission */
-    uint32_t unused;
+    /* The admission, as one word whose bits 2-28 are the generation tag:
+     * closed, the closed mirror's value (bits 32-58: the epoch, nothing
+     * above: a cell of that epoch, unsealed, compares equal above bit 31);
+     * a probe, the slot's reuse sequence in bits 32-63. */
+    uint64_t word;
+    union {
+        circuit__pcpu *unit; /* TK_LIVE: the per-CPU unit admission counted
+                              * on; the success counts on it too */
+        uint32_t slot;       /* TK_PROBE: the probe slot */
+    } at;
 } circuit__ticket;
+
+/* The generation tag a ticket was admitted in (word.h's layout). */
+static inline uint32_t circuit__ticket_gen(const circuit__ticket *tk)
+{
+    return (uint32_t)((tk->word >> 2) & ((UINT64_C(1) << 27) - 1));
+}
+static inline uint32_t circuit__ticket_reuse(const circuit__ticket *tk)
+{
+    return (uint32_t)(tk->word >> 32);
+}
 
 _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout");
 
@@ -317,19 +334,28 @@ _Static_assert(sizeof(circuit__ticket) <= sizeof(circuit_ticket), "ticket layout
  * frames; it is per-thread (never shared), so it needs no atomics.
  * Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the
  * circuit_done path. */
+enum circuit__cb_kind {
+    CIRCUIT__CB_CLASSIFY, /* 0: circuit_done's frame is the breaker's address alone */
+    CIRCUIT__CB_TRIP,
+    CIRCUIT__CB_PROBE,
+    CIRCUIT__CB_OPEN_FOR,
+    CIRCUIT__CB_OBSERVE
+};
+/* The kind's name, for circuit_free's message (breaker.c). */
+const char *circuit__cb_name(unsigned kind);
+
 typedef struct circuit__cb_frame {
-    const struct circuit_breaker *b;
-    const char *what; /* "classify", "trip", "probe", "open_for", "observe" */
+    uintptr_t in; /* the breaker's address | the callback's kind (breakers are
+                   * 64-byte aligned, so the low bits are free) */
     struct circuit__cb_frame *prev;
 } circuit__cb_frame;
 
 extern __thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
 
 static inline void circuit__cb_enter(circuit__cb_frame *f, const struct circuit_breaker *b,
-                                     const char *what)
+                                     enum circuit__cb_kind kind)
 {
-    f->b = b;
-    f->what = what;
+    f->in = (uintptr_t)b | (uintptr_t)kind;
     f->prev = circuit__cb_top;
     circuit__cb_top = f;
 }
@@ -339,9 +365,9 @@ static inline void circuit__cb_enter(circuit__cb_frame *f, const struct circuit_
  * -fexceptions) pops its frame too. */
 static inline void circuit__cb_leave(circuit__cb_frame *f) { circuit__cb_top = f->prev; }
 
-#define CIRCUIT__CB_FRAME(name, b, what)                                                    \
+#define CIRCUIT__CB_FRAME(name, b, kind)                                                    \
     circuit__cb_frame name __attribute__((cleanup(circuit__cb_leave)));                     \
-    circuit__cb_enter(&name, (b), (what))
+    circuit__cb_enter(&name, (b), (kind))
 
 /* ---- ground services -------------------------------------------------------- */
 

@@ -239,3 +239,51 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
         return;
     }
 }
+
+__thread const volatile int32_t *circuit__cpu_at __attribute__((tls_model("initial-exec")));
+static __thread int32_t cpu_own; /* this thread's number when it has no rseq */
+
+uint32_t circuit__cpu_first(void)
+{
+    if (__rseq_size != 0) {
+        const volatile struct rseq *rs =
+            (const volatile struct rseq *)(const void *)((const char *)__builtin_thread_pointer() +
+                                                         __rseq_offset);
+        int32_t c = (int32_t)rs->cpu_id;
+        if (c >= 0) {
+            circuit__cpu_at = (const volatile int32_t *)(const volatile void *)&rs->cpu_id;
+            return (uint32_t)c;
+        }
+    }
+    int cpu = sched_getcpu();
+    cpu_own = cpu < 0 ? 0 : cpu;
+    circuit__cpu_at = &cpu_own;
+    return (uint32_t)cpu_own;
+}
+
+void circuit__total_add_slow(circuit_breaker *b, uint32_t c, enum circuit__total t)
+{
+    uint64_t *w = &circuit__unit(b, c)->tot;
+    const uint64_t top = (UINT64_C(1) << circuit__tot_width(t)) - 1;
+    uint64_t v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
+    for (;;) {
+        uint64_t f = circuit__tot_value(v, t);
+        if (f == top) {
+            circuit__total_overflow(b, c, t);
+            return;
+        }
+        /* relaxed: a total orders nothing; the CAS keeps the field below
+         * its top (table: pcpu[].tot) */
+        if (circuit__cas_rlx(w, &v, v + (UINT64_C(1) << circuit__tot_shift(t)))) {
+            if (f + 1 >= circuit__tot_batch(t))
+                circuit__total_flush(b, c, t);
+            return;
+        }
+    }
+}
+
+bool circuit__total_add_slow_true(circuit_breaker *b, uint32_t c, enum circuit__total t)
+{
+    circuit__total_add_slow(b, c, t);
+    return true;
+}

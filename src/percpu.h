@@ -32,27 +32,40 @@
  * on, and may move it between two reads (tests/sched/). */
 int circuit__sched_cpu(void);
 #endif
-static inline int circuit__cpu_now(void)
+/* Where this thread reads its CPU number: the cpu_id field of the
+ * restartable-sequence area glibc registers for every thread (the kernel
+ * keeps it current; sched_getcpu() reads the same field), or, without rseq
+ * (valgrind, qemu-user, an old kernel or glibc), a number of the thread's
+ * own taken once from sched_getcpu(): a thread that migrates then shares a
+ * line, which costs speed, never a count (every write to a line is an
+ * atomic RMW). NULL until the thread's first call (circuit__cpu_first). A
+ * volatile read, no atomic: the area is this thread's own (the kernel
+ * writes it between our instructions, never concurrently with them). */
+extern __thread const volatile int32_t *circuit__cpu_at __attribute__((tls_model("initial-exec")));
+uint32_t circuit__cpu_first(void); /* percpu.c: sets circuit__cpu_at */
+
+/* The CPU this thread runs on, when it can be read without a call; false
+ * on the thread's first call (then circuit__cpu_now calls). */
+static inline bool circuit__cpu_quick(uint32_t *cpu)
 {
 #ifdef CIRCUIT_SCHED
-    return circuit__sched_cpu();
+    *cpu = (uint32_t)circuit__sched_cpu();
+    return true;
 #endif
-    /* glibc registers a restartable-sequence area for every thread and
-     * publishes where it is (__rseq_offset from the thread pointer) and
-     * whether it could (__rseq_size: 0 under valgrind, qemu-user, a kernel
-     * without rseq or glibc.pthread.rseq=0); the kernel keeps its cpu_id
-     * current. This is what sched_getcpu() reads, without the call. The
-     * area is this thread's own: a volatile read, no atomic (the kernel
-     * writes it between our instructions, never concurrently with them). */
-    if (__builtin_expect(__rseq_size != 0, 1)) {
-        const volatile struct rseq *rs =
-            (const volatile struct rseq *)(const void *)((const char *)__builtin_thread_pointer() +
-                                                         __rseq_offset);
-        int cpu = (int)rs->cpu_id;
-        if (cpu >= 0)
-            return cpu;
-    }
-    return sched_getcpu();
+    const volatile int32_t *at = circuit__cpu_at;
+    if (__builtin_expect(at == NULL, 0))
+        return false;
+    int32_t c = *at;
+    *cpu = (uint32_t)c;
+    return c >= 0;
+}
+
+static inline uint32_t circuit__cpu_now(void)
+{
+    uint32_t cpu;
+    if (__builtin_expect(circuit__cpu_quick(&cpu), 1))
+        return cpu;
+    return circuit__cpu_first();
 }
 
 /* The arena's chunks hold CIRCUIT__ARENA_FIRST breakers' units while the
@@ -74,11 +87,18 @@ static inline circuit__pcpu *circuit__unit(const circuit_breaker *b, uint32_t i)
     return (circuit__pcpu *)(void *)(b->pcpu0 + (size_t)i * b->pcpu_stride);
 }
 
+/* CPU number cpu as an index of b's units */
+static inline uint32_t circuit__index_of(const circuit_breaker *b, uint32_t i)
+{
+    if (__builtin_expect(i >= b->ncpu, 0))
+        i %= b->ncpu;
+    return i;
+}
+
 static inline uint32_t circuit__my_index(const circuit_breaker *b)
 {
-    int cpu = circuit__cpu_now();
-    uint32_t i = cpu < 0 ? 0u : (uint32_t)cpu;
-    if (i >= b->ncpu) /* more CPUs online than configured at circuit_new */
+    uint32_t i = circuit__cpu_now();
+    if (__builtin_expect(i >= b->ncpu, 0)) /* more CPUs online than configured at circuit_new */
         i %= b->ncpu;
     return i;
 }
@@ -134,6 +154,24 @@ void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total
 
 /* Adds one to a total of M1: a packed field of this CPU's unit, or,
  * for the successes of shared paths, the shared total. */
+/* The slow side of circuit__total_add_at (percpu.c): the add that brings
+ * the field to T (then a flush), or finds it at its top (overflow). */
+void circuit__total_add_slow(circuit_breaker *b, uint32_t c, enum circuit__total t);
+/* The same, answering true (a tail call for circuit_allow's fast path). */
+bool circuit__total_add_slow_true(circuit_breaker *b, uint32_t c, enum circuit__total t);
+static inline void circuit__total_add_at(circuit_breaker *b, uint32_t c, enum circuit__total t)
+{
+    uint64_t *w = &circuit__unit(b, c)->tot;
+    uint64_t v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
+    /* below T after the add: nothing to flush, far from the top */
+    while (__builtin_expect(circuit__tot_value(v, t) < circuit__tot_batch(t) - 1, 1)) {
+        /* relaxed: a total orders nothing (table: pcpu[].tot) */
+        if (circuit__cas_rlx(w, &v, v + (UINT64_C(1) << circuit__tot_shift(t))))
+            return;
+    }
+    circuit__total_add_slow(b, c, t);
+}
+
 static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
 {
     if (t == CIRCUIT__T_SUCCESSES) {
@@ -141,24 +179,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
         circuit__faa_rlx(&b->succ_slow, 1);
         return;
     }
-    uint32_t c = circuit__my_index(b);
-    uint64_t *w = &circuit__unit(b, c)->tot;
-    const uint64_t top = (UINT64_C(1) << circuit__tot_width(t)) - 1;
-    uint64_t v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
-    for (;;) {
-        uint64_t f = circuit__tot_value(v, t);
-        if (__builtin_expect(f == top, 0)) {
-            circuit__total_overflow(b, c, t);
-            return;
-        }
-        /* relaxed: a total orders nothing; the CAS keeps the field below
-         * its top (table: pcpu[].tot) */
-        if (circuit__cas_rlx(w, &v, v + (UINT64_C(1) << circuit__tot_shift(t)))) {
-            if (__builtin_expect(f + 1 >= circuit__tot_batch(t), 0))
-                circuit__total_flush(b, c, t);
-            return;
-        }
-    }
+    circuit__total_add_at(b, circuit__my_index(b), t);
 }
 
 /* Every packed total (indexed by enum circuit__total) as a value it held

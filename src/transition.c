@@ -66,7 +66,7 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         int64_t period = b->cfg.open_for_ns;
         if (b->open_for) {
             circuit_open_info info = {*counts, g64, reopens, b->salt};
-            CIRCUIT__CB_FRAME(frame, b, "open_for");
+            CIRCUIT__CB_FRAME(frame, b, CIRCUIT__CB_OPEN_FOR);
             period = b->open_for(b->open_for_arg, &info);
             if (period <= 0)
                 circuit__abort("open_for returned %lld ns for generation %llu; it must return "

@@ -227,8 +227,8 @@ static gen_entry *entry(uint32_t tag)
 static void peek(const circuit_ticket *t, uint32_t *gen, unsigned *state)
 {
     const circuit__ticket *tk = (const circuit__ticket *)(const void *)t;
-    *gen = tk->gen;
-    *state = tk->slot == CIRCUIT__NO_SLOT ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
+    *gen = circuit__ticket_gen(tk);
+    *state = (tk->status & 0xff) == CIRCUIT__TK_PROBE ? CIRCUIT_HALF_OPEN : CIRCUIT_CLOSED;
 }
 
 /* ---- policies, classify, observe ------------------------------------------------- */
