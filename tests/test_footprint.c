@@ -196,7 +196,7 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
 }
 
 /* L5: the per-CPU part is 16 bytes per CPU, and (window
- * 64, probes 1) holds at most 1 560 bytes on 2 CPUs (0.2's figure) and
+ * 64, probes 1) holds at most 1 560 bytes on 2 CPUs and
  * 2.5 KB on 64, counted as the bytes a breaker's block and its arena units
  * really take (CPU counts set through the test seam). */
 Test(memory, L5_per_cpu_part_is_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus)

@@ -692,11 +692,10 @@ Test(time, TM3_real_clock)
  * once, and the transitions are the ones that account implies (their cause
  * and counts).
  *
- * Before the timeout's claim existed, a scan freed A's slot and only then
- * counted the timeout; stopped in between (the step now called "slot
- * taken"), the other probe took the slot and closed the breaker, and the
- * timeout was then dropped: the total stayed 0 and the closing transition
- * carried timed_out 0.
+ * A scan that frees A's slot and only then counts the timeout fails here:
+ * stopped in between (the step called "slot taken"), the other probe takes
+ * the slot and closes the breaker, and the timeout is dropped (the total
+ * stays 0 and the closing transition carries timed_out 0).
  */
 
 static const circuit_test_point steps[] = {

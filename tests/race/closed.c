@@ -35,15 +35,15 @@
  * included; it includes the core's internal headers for the encoding check.
  *
  *   1. encoding: every field round-trips at its limits, and a descriptor is
- *      D_k for its own k only: all 32 bits of k are its tag (0.3's first
- *      tag kept k's low 14 bits, so D_k and D_{k + 16384} were one value);
+ *      D_k for its own k only: all 32 bits of k are its tag (a tag of k's
+ *      low 14 bits would make D_k and D_{k + 16384} one value);
  *      a field out of range aborts with a message naming it.
  *   2. L1: a reset stopped after checking the word, before its CAS of the
  *      first point's descriptor, while 8 191 closed states come and go
  *      (reset, one failure trips), then resumed: every call afterwards
  *      returns (get_stats, a failure, isolate) and the counts are right.
- *      With 14-bit tags the stopped CAS found its X again, overwrote the
- *      live D_k, and every later failure, stats read and isolate spun.
+ *      With 14-bit tags the stopped CAS would find its X again, overwrite
+ *      the live D_k, and every later failure, stats read and isolate spin.
  *   3. a failure stopped at its descriptor CAS (the same "read X, check,
  *      CAS X" in desc_put) until its slot holds X's counts under a point
  *      number with X's low 14 bits: its CAS fails, the live D stays.
@@ -240,7 +240,7 @@ static void *stopped_reset(void *a)
     return NULL;
 }
 
-#define CYCLES 8191 /* closed states; 14-bit tags came back after 8 191 */
+#define CYCLES 8191 /* closed states; 14-bit tags would come back after 8 191 */
 
 static void reset_across_closed_states(void)
 {
@@ -281,7 +281,7 @@ static void reset_across_closed_states(void)
  * slot as it read it (an older state's descriptor). The main thread then
  * makes closed states (reset, two failures trip) until that slot holds a
  * descriptor with X's counts and a point number equal to X's in its low
- * 14 bits, as 0.3's first tag would have it (the same bits), and resumes
+ * 14 bits, as a 14-bit tag would have it (the same bits), and resumes
  * it: the stopped CAS must fail, the live descriptor stay. */
 static void *stopped_failure(void *a)
 {
