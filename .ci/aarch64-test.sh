@@ -172,7 +172,7 @@ qemu_normal_s=(
     "^stress\\.handoff\\.               120"
     "^stress\\.mixed\\.                 90"
     "^stress\\.signals\\.               60"
-    "^unit_footprint$                   90"
+    "^unit_memory$                      90"
     "^model\\.differential$             90"
     "^unit_compat$                      70"
     "^unit_closed$                      90"
