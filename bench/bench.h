@@ -198,7 +198,7 @@ extern double   work_calibrated_ns;
 extern int      work_calibration_tries;
 int calibrate_work(int64_t work_ns); /* 0, or -1 when never within 5 % */
 
-/* ---- options (cli.c) --------------------------------------------------------- */
+/* ---- options (main.c) ------------------------------------------------------ */
 
 #define MAX_REPS 1000
 
