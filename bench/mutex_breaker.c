@@ -79,11 +79,13 @@ void mutex_breaker_free(mutex_breaker *m)
     free(m);
 }
 
-/* Every change of state: its counts start from zero (C4). */
-static void move(mutex_breaker *m, circuit_state to, circuit_cause cause, void *ctx, int64_t now)
+/* Every change of state: its counts start from zero (C4). The clock is
+ * read only when a period starts (a closed call reads no clock). */
+static void move(mutex_breaker *m, circuit_state to, circuit_cause cause, void *ctx)
 {
     circuit_transition t = {m->state, to, m->gen + 1, m->counts, cause, 0};
     if (to == CIRCUIT_OPEN) {
+        int64_t now = m->now(m->now_arg);
         m->reopens = m->state == CIRCUIT_HALF_OPEN ? m->reopens + 1 : 0;
         circuit_open_info info = {m->counts, m->gen + 1, m->reopens, m->spec.salt};
         t.open_for_ns = m->spec.open_for ? m->spec.open_for(m->spec.open_for_arg, &info)
@@ -117,7 +119,8 @@ static void add_result(mutex_breaker *m, bool failure)
             m->held++;
         }
         m->ring[m->head] = failure;
-        m->head = (m->head + 1) % w;
+        if (++m->head == w)
+            m->head = 0;
     }
     if (failure) {
         c->failures++;
@@ -146,7 +149,7 @@ static void timeouts(mutex_breaker *m, int64_t now, void *ctx)
         m->totals.timed_out++;
         circuit_state d = m->spec.policy.probe(m->spec.policy.arg, &m->counts);
         if (d != CIRCUIT_HALF_OPEN)
-            move(m, d, CIRCUIT_CAUSE_POLICY, ctx, now);
+            move(m, d, CIRCUIT_CAUSE_POLICY, ctx);
     }
 }
 
@@ -154,9 +157,9 @@ bool mutex_breaker_allow(mutex_breaker *m, void *call_ctx, mutex_breaker_ticket 
                          circuit_rejection *rej)
 {
     pthread_mutex_lock(&m->mu);
-    int64_t now = m->now(m->now_arg);
+    int64_t now = m->state == CIRCUIT_CLOSED ? 0 : m->now(m->now_arg);
     if (m->state == CIRCUIT_OPEN && now >= m->open_until)
-        move(m, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, call_ctx, now);
+        move(m, CIRCUIT_HALF_OPEN, CIRCUIT_CAUSE_TIMER, call_ctx);
     timeouts(m, now, call_ctx);
     int slot = -1;
     bool ok = m->state == CIRCUIT_CLOSED;
@@ -198,7 +201,6 @@ bool mutex_breaker_done(mutex_breaker_ticket *t, int result)
         abort(); /* a blank or settled ticket */
     circuit_outcome o = m->spec.classify(m->spec.classify_arg, t->call_ctx, result);
     pthread_mutex_lock(&m->mu);
-    int64_t now = m->now(m->now_arg);
     bool counted = t->gen == m->gen;
     if (!counted) {
         m->totals.late++;
@@ -214,7 +216,7 @@ bool mutex_breaker_done(mutex_breaker_ticket *t, int result)
             add_result(m, failure);
             if ((failure || m->counts.failures > 0) &&
                 m->spec.policy.trip(m->spec.policy.arg, &m->counts))
-                move(m, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, t->call_ctx, now);
+                move(m, CIRCUIT_OPEN, CIRCUIT_CAUSE_POLICY, t->call_ctx);
         } else {
             if (holds_slot(m, t)) {
                 m->due[t->slot] = 0;
@@ -223,7 +225,7 @@ bool mutex_breaker_done(mutex_breaker_ticket *t, int result)
             add_result(m, failure);
             circuit_state d = m->spec.policy.probe(m->spec.policy.arg, &m->counts);
             if (d != CIRCUIT_HALF_OPEN)
-                move(m, d, CIRCUIT_CAUSE_POLICY, t->call_ctx, now);
+                move(m, d, CIRCUIT_CAUSE_POLICY, t->call_ctx);
         }
     }
     if (counted && o == CIRCUIT_IGNORED && holds_slot(m, t)) {
@@ -263,7 +265,7 @@ circuit_state mutex_breaker_get_state(mutex_breaker *m)
 void mutex_breaker_get_stats(mutex_breaker *m, circuit_stats *out)
 {
     pthread_mutex_lock(&m->mu);
-    int64_t now = m->now(m->now_arg);
+    int64_t now = m->state == CIRCUIT_OPEN ? m->now(m->now_arg) : 0;
     *out = m->totals;
     out->state = m->state;
     out->generation = m->gen;
