@@ -63,7 +63,7 @@ done
 # Criterion tests ("suite/test"): left out through CRITERION_TEST_PATTERN.
 criterion_skips=(
     "tickets/T5_done_racing_release_settles_once_and_frees_the_slot_once|forks the (multi-threaded) Criterion worker and starts threads in the child; qemu-user 7.2 aborts at that clone (plugins/core.c: qemu_plugin_vcpu_init_hook: assertion failed, then cpu-exec.c: cpu == current_cpu)"
-    "l6/T5_probe_ticket_done_racing_release_settles_once|the same qemu-user abort: a thread started in a child forked from the Criterion worker (the child exits 127)"
+    "closed/T5_probe_ticket_done_racing_release_settles_once|the same qemu-user abort: a thread started in a child forked from the Criterion worker (the child exits 127)"
 )
 # Whole ctest tests (plain programs): left out with ctest -E.
 ctest_skips=(
@@ -172,11 +172,11 @@ qemu_normal_s=(
     "^stress\\.handoff\\.               120"
     "^stress\\.mixed\\.                 90"
     "^stress\\.signals\\.               60"
-    "^unit_footprint$                   90"
+    "^unit_memory$                      90"
     "^model\\.differential$             90"
     "^unit_compat$                      70"
-    "^unit_l6_fastpath$                 90"
-    "^unit_(presets|k1_check|concurrency|config)$ 60"
+    "^unit_closed$                      90"
+    "^unit_(presets|concurrency|config)$ 60"
 )
 qemu_limit_of() { # TEST -> limit in seconds
     local entry normal=30

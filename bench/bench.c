@@ -1,6 +1,7 @@
 /*
  * The benchmarks' ground floor (bench.h): the shared figures and settings,
- * the clock and the list matching every other part of circuit-bench uses.
+ * the clock and the list matching every other part of the timed programs
+ * uses.
  * It calls nothing above it.
  */
 #include "bench.h"

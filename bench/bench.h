@@ -1,17 +1,22 @@
 /*
- * circuit-bench: what the four files of the benchmark share.
+ * What the timed programs (bench_scale, bench_closed_mixed, bench_reads,
+ * bench_half_open, bench_churn, bench_proxy) share:
  *
- *   cases.c   what is measured: the case table, the breakers' setup, the
- *             measured loops (one function per variant and loop)
- *   runner.c  how: threads, timed repetitions, latency samples, medians,
- *             the checks that a case measured what it claims
- *   report.c  what is printed: the Markdown tables, the targets, the JSON
- *             lines, and the memory table (run as circuit-bench-memory)
- *   cli.c     the command line and main()
- *   gaps.c    the seeded failure pattern (shared with rmw.c)
- * and three programs of their own: memory.c (circuit-bench-memory), rmw.c
- * (circuit-bench-rmw, shared-line RMWs on the test build), fold.c
- * (circuit-bench-fold, the failure path's parts and a projection).
+ *   cases.c          what is measured: the case table, the breakers' setup,
+ *                    the measured loops (one function per variant and loop)
+ *   runner.c         how: threads, timed repetitions, latency samples,
+ *                    medians, the checks that a case measured what it claims
+ *   report.c         what is printed: the Markdown tables, the targets, the
+ *                    JSON lines
+ *   main.c           the command line and bench_main()
+ *   bench.c          the ground floor: settings, the clock, list matching
+ *   mutex_breaker.c  the locked baseline breaker
+ *   alloc_count.c    heap allocations counted on the measured path
+ *   gaps.c           the seeded failure pattern (shared with rmw.c)
+ * Each program is one small file naming its cases (scale.c, ...). The
+ * programs of their own: memory.c (bench_memory), rmw.c (bench_rmw,
+ * shared-line RMWs on the test build), fold.c (bench_fold, the failure
+ * path's parts and a projection), prometheus.c (bench_prometheus).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -26,7 +31,7 @@
 #include <pthread.h>
 
 #include "circuit.h"
-#include "circuit_model.h"
+#include "mutex_breaker.h"
 #include "gaps.h"
 
 #define NOINLINE __attribute__((noinline))
@@ -35,7 +40,7 @@
 
 typedef enum variant {
     V_CIRCUIT,   /* libcircuit.so */
-    V_MUTEX,     /* the reference model behind its mutex (tests/model) */
+    V_MUTEX,     /* mutex_breaker: the same semantics behind one mutex */
     V_BASELINE,  /* atomic_floor, clock, empty: no breaker at all */
     V_NONE,      /* no_breaker: a case's own loop without the breaker (proxy_cycle) */
     V__COUNT
@@ -87,7 +92,7 @@ typedef struct policy_arg {
 typedef struct target {
     variant              v;
     circuit_breaker     *cb;
-    cmodel              *mb;
+    mutex_breaker              *mb;
     policy_arg           pol;
     atomic_uint_fast64_t transitions;
 } target;
@@ -193,7 +198,7 @@ extern double   work_calibrated_ns;
 extern int      work_calibration_tries;
 int calibrate_work(int64_t work_ns); /* 0, or -1 when never within 5 % */
 
-/* ---- options (cli.c) --------------------------------------------------------- */
+/* ---- options (main.c) ------------------------------------------------------ */
 
 #define MAX_REPS 1000
 
@@ -210,9 +215,22 @@ typedef struct options {
     const char *probes;      /* comma list of probe counts, NULL: all */
     const char *variants;    /* comma list, NULL: all */
     const char *json;
-    bool     memory;
-    bool     rmw;            /* run circuit-bench-rmw (the L8 counts) */
 } options;
+
+/* A timed program: its name, what it measures, and the cases (and
+ * baselines) it runs by default (a --case list). */
+typedef struct bench_program {
+    const char *name;
+    const char *what;
+    const char *cases;
+    const char *windows; /* its default --window list (NULL: every window) */
+} bench_program;
+
+/* The program's main: parses the options, measures the cases at every
+ * thread count, prints the tables and the targets. Exit status: 0; 2 on a
+ * usage or I/O error; 3 when a case did not measure what it claims. */
+int bench_main(int argc, char **argv, const bench_program *p);
+extern const char *bench_name; /* the running program's name */
 
 bool in_list(const char *list, const char *name);
 /* The case is named in --case (by its name or its family's). */
@@ -272,28 +290,10 @@ double scaling_of(const result *r);
 
 /* ---- reporting (report.c) ------------------------------------------------------ */
 
-/* Shared-line read-modify-writes per op (L8) of the circuit figures,
- * counted by circuit-bench-rmw on the test build of the core (same cases,
- * same failure pattern, fixed ops). */
-typedef struct rmw_figure {
-    char     name[48];
-    int      window, threads;
-    uint64_t ops, failures, rmws;
-} rmw_figure;
-extern rmw_figure rmw_figures[64];
-extern int        n_rmw_figures;
-/* Runs circuit-bench-rmw (next to this program) for the selected cases;
- * 0, or -1 when it failed (the figures are then left out). */
-int run_rmw_report(const options *o);
-const rmw_figure *find_rmw(const char *name, int window, int threads);
-
 void print_header(FILE *f, const options *o);
 void print_tables(FILE *f);
 void print_targets(FILE *f);
 void print_mixed_table(FILE *f);
 int  write_json(const char *path);
-/* Runs circuit-bench-memory (next to this program); its table goes to stdout
- * and its JSON lines are appended to `json` (NULL: none). */
-int  run_memory_report(const char *json);
 
 #endif

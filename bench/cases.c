@@ -1,5 +1,5 @@
 /*
- * circuit-bench, what is measured: the cases, the breakers behind them and
+ * What the timed programs measure: the cases, the breakers behind them and
  * the measured loops.
  *
  * SPDX-License-Identifier: MIT
@@ -172,7 +172,7 @@ static void fill_spec(circuit_spec *s, target *tg, const case_def *c, int64_t op
 
 typedef union any_ticket {
     circuit_ticket c;
-    cmodel_ticket  m;
+    mutex_breaker_ticket  m;
 } any_ticket;
 
 static bool tg_allow(target *tg, any_ticket *t)
@@ -180,7 +180,7 @@ static bool tg_allow(target *tg, any_ticket *t)
     circuit_rejection rej;
     if (tg->v == V_CIRCUIT)
         return circuit_allow(tg->cb, NULL, &t->c, &rej);
-    return cmodel_allow(tg->mb, NULL, &t->m, &rej);
+    return mutex_breaker_allow(tg->mb, NULL, &t->m, &rej);
 }
 
 static void tg_done(target *tg, any_ticket *t, int rc)
@@ -188,15 +188,15 @@ static void tg_done(target *tg, any_ticket *t, int rc)
     if (tg->v == V_CIRCUIT)
         circuit_done(&t->c, rc);
     else
-        cmodel_done(&t->m, rc);
+        mutex_breaker_done(&t->m, rc);
 }
 
 static circuit_state tg_state(target *tg)
 {
-    return tg->v == V_CIRCUIT ? circuit_get_state(tg->cb) : cmodel_get_state(tg->mb);
+    return tg->v == V_CIRCUIT ? circuit_get_state(tg->cb) : mutex_breaker_get_state(tg->mb);
 }
 
-/* The model reads its time through a callback: here, the real clock. */
+/* mutex_breaker reads its time through a callback: here, the real clock. */
 static int64_t real_clock(void *arg)
 {
     (void)arg;
@@ -208,7 +208,7 @@ void target_free(target *tg)
     if (tg->cb)
         circuit_free(tg->cb);
     if (tg->mb)
-        cmodel_free(tg->mb);
+        mutex_breaker_free(tg->mb);
     tg->cb = NULL;
     tg->mb = NULL;
 }
@@ -233,9 +233,9 @@ int target_setup(target *tg, variant v, const case_def *c)
     }
     fill_spec(&s, tg, c, open_for, probe_timeout);
     int rc = v == V_CIRCUIT ? circuit_new(&tg->cb, &s, err, sizeof err)
-                            : cmodel_new(&tg->mb, &s, real_clock, NULL, err, sizeof err);
+                            : mutex_breaker_new(&tg->mb, &s, real_clock, NULL, err, sizeof err);
     if (rc != 0) {
-        fprintf(stderr, "circuit-bench: %s: %s new failed (%s): %s\n", c->name,
+        fprintf(stderr, "bench: %s: %s new failed (%s): %s\n", c->name,
                 variant_names[v], strerror(rc), err);
         return -1;
     }
@@ -260,7 +260,7 @@ int target_setup(target *tg, variant v, const case_def *c)
         goto bad;
     return 0;
 bad:
-    fprintf(stderr, "circuit-bench: %s: %s: setup did not reach state %s (state %s)\n", c->name,
+    fprintf(stderr, "bench: %s: %s: setup did not reach state %s (state %s)\n", c->name,
             variant_names[v], circuit_state_name(want), circuit_state_name(tg_state(tg)));
     target_free(tg);
     return -1;
@@ -341,20 +341,20 @@ bad:
 
 TICKET_LOOP(loop_circuit_allow_done, circuit_breaker, cb, circuit_ticket, circuit_allow,
             SETTLE(circuit_done))
-TICKET_LOOP(loop_mutex_allow_done, cmodel, mb, cmodel_ticket, cmodel_allow, SETTLE(cmodel_done))
+TICKET_LOOP(loop_mutex_allow_done, mutex_breaker, mb, mutex_breaker_ticket, mutex_breaker_allow, SETTLE(mutex_breaker_done))
 /* open_reject: an admitted call means the case is broken (check_case says so) */
 TICKET_LOOP(loop_circuit_allow, circuit_breaker, cb, circuit_ticket, circuit_allow,
             circuit_release(&t);)
-TICKET_LOOP(loop_mutex_allow, cmodel, mb, cmodel_ticket, cmodel_allow, cmodel_release(&t);)
+TICKET_LOOP(loop_mutex_allow, mutex_breaker, mb, mutex_breaker_ticket, mutex_breaker_allow, mutex_breaker_release(&t);)
 /* proxy_cycle: allow, the upstream call (busy work), done(success) */
 TICKET_LOOP(loop_circuit_proxy, circuit_breaker, cb, circuit_ticket, circuit_allow,
             bench_work(ticks); circuit_done(&t, 0);)
-TICKET_LOOP(loop_mutex_proxy, cmodel, mb, cmodel_ticket, cmodel_allow,
-            bench_work(ticks); cmodel_done(&t, 0);)
+TICKET_LOOP(loop_mutex_proxy, mutex_breaker, mb, mutex_breaker_ticket, mutex_breaker_allow,
+            bench_work(ticks); mutex_breaker_done(&t, 0);)
 READ_LOOP(loop_circuit_state, circuit_breaker, cb, circuit_get_state(h))
-READ_LOOP(loop_mutex_state, cmodel, mb, cmodel_get_state(h))
+READ_LOOP(loop_mutex_state, mutex_breaker, mb, mutex_breaker_get_state(h))
 READ_LOOP(loop_circuit_stats, circuit_breaker, cb, (circuit_get_stats(h, &st), st.state))
-READ_LOOP(loop_mutex_stats, cmodel, mb, (cmodel_get_stats(h, &st), st.state))
+READ_LOOP(loop_mutex_stats, mutex_breaker, mb, (mutex_breaker_get_stats(h, &st), st.state))
 
 static NOINLINE void loop_none_proxy(worker *w)
 {

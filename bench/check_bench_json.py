@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Check the --json output of circuit-bench (the bench-smoke test).
+"""Check the --json output of the timed benchmarks (the bench-smoke tests).
 
 usage: check_bench_json.py [--bench PROG [--case NAME]] [--no-require] FILE
 
-With --bench, first runs `PROG --quick --case NAME --json FILE` (NAME:
-closed_success by default; a comma list, and "closed_mixed" names the
-family) and fails if it exits non-zero. Then every line of FILE must be one
-JSON object, of one of three kinds:
+With --bench, first runs `PROG --quick --case NAME --json FILE` (PROG: one
+of bench_scale, bench_closed_mixed, ...; NAME: closed_success by default; a
+comma list, and "closed_mixed" names the family) and fails if it exits
+non-zero. Then every line of FILE must be one JSON object, of one of three
+kinds (memory and create_free: bench_memory's):
 
   a figure   case, variant: non-empty strings; variant one of circuit,
              mutex_breaker, no_breaker, baseline; threads, reps: integers
@@ -23,8 +24,6 @@ JSON object, of one of three kinds:
              cpu_ns_per_op (>= 0) and cpu_share (in [0, 1.5]: CPU time
              clocks are coarse), mops_together (>= 0) and together_share
              (in [0, 1]) when present.
-             shared_rmws_per_op (>= 0), shared_rmws_per_failure (>= 0; only
-             with shared_rmws_per_op and a failure fraction): circuit only.
   memory     case "memory": variant circuit or mutex_breaker; window, probes,
              cpus: integers >= 1; bytes, heap_bytes: integers > 0;
              per_cpu_bytes, heap_blocks: integers >= 0; not_freed_bytes: 0.
@@ -33,12 +32,10 @@ JSON object, of one of three kinds:
              probes, breakers, cpus: integers >= 1; create_ns, free_ns:
              numbers > 0; heap_bytes: integer > 0; not_freed_bytes: 0.
 
-Unless --no-require, FILE must hold figures of each NAME for circuit and
-mutex_breaker and of the atomic_floor baseline; and after --bench (which
-also counts shared-line RMWs), the circuit figures of closed_success and
-closed_mixed_* at 1 and 2 threads (windows up to 1024) must carry
-shared_rmws_per_op, and those of closed_mixed_* shared_rmws_per_failure. How fast is never pass or
-fail here. Exit 0 when FILE is good, 1 otherwise (each problem printed).
+Unless --no-require, FILE must hold figures of each case NAME for circuit
+and mutex_breaker, and of each baseline NAME (atomic_floor, clock, empty).
+How fast is never pass or fail here. Exit 0 when FILE is good, 1 otherwise
+(each problem printed).
 """
 
 import argparse
@@ -112,15 +109,6 @@ def check_figure(o, problems):
         if "work_measured_ns" in o and (not is_num(o["work_measured_ns"])
                                         or o["work_measured_ns"] <= 0):
             problems.append(f"'work_measured_ns' = {o['work_measured_ns']!r} is not a number > 0")
-    for k in ("shared_rmws_per_op", "shared_rmws_per_failure"):
-        if k not in o:
-            continue
-        if not is_num(o[k]) or o[k] < 0:
-            problems.append(f"'{k}' = {o[k]!r} is not a number >= 0")
-        if o.get("variant") != "circuit":
-            problems.append(f"'{k}' on variant {o.get('variant')!r}: the counter is circuit's")
-    if "shared_rmws_per_failure" in o and ("shared_rmws_per_op" not in o or not m):
-        problems.append("'shared_rmws_per_failure' without shared_rmws_per_op or failures")
 
 
 def check_memory(o, problems):
@@ -157,7 +145,10 @@ def named(case_list, name):
     return False
 
 
-def check_file(path, case, require, rmw=False):
+BASELINES = ("atomic_floor", "clock", "empty")
+
+
+def check_file(path, case, require):
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -196,30 +187,15 @@ def check_file(path, case, require, rmw=False):
     if require:
         seen = {(o.get("case"), o.get("variant")) for o in figures}
         for c in case.split(","):
-            for v in ("circuit", "mutex_breaker"):
+            for v in (("baseline",) if c in BASELINES else ("circuit", "mutex_breaker")):
                 if not any(named(c, n) and sv == v for n, sv in seen):
                     errors.append(f"{path}: no figure for {c}/{v}")
-        if ("atomic_floor", "baseline") not in seen:
-            errors.append(f"{path}: no figure for atomic_floor/baseline")
-    if require and rmw:
-        for o in figures:
-            name = o.get("case", "")
-            if (o.get("variant") != "circuit" or o.get("threads") not in (1, 2)
-                    or not (name == "closed_success" or MIXED.fullmatch(name))
-                    or not 1 < o.get("window", 0) <= 1024):
-                continue
-            want = ["shared_rmws_per_op"] + (["shared_rmws_per_failure"]
-                                             if MIXED.fullmatch(name) else [])
-            for k in want:
-                if k not in o:
-                    errors.append(f"{path}: {name} window {o.get('window')} at "
-                                  f"{o.get('threads')} thread(s): no '{k}'")
     return errors
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", help="run this circuit-bench first")
+    ap.add_argument("--bench", help="run this timed benchmark program first")
     ap.add_argument("--case", default="closed_success")
     ap.add_argument("--no-require", action="store_true")
     ap.add_argument("json")
@@ -229,7 +205,7 @@ def main():
         if rc != 0:
             print(f"check_bench_json: {a.bench} exited with {rc}", file=sys.stderr)
             return 1
-    errors = check_file(a.json, a.case, not a.no_require, rmw=bool(a.bench))
+    errors = check_file(a.json, a.case, not a.no_require)
     for e in errors:
         print(f"check_bench_json: {e}", file=sys.stderr)
     if errors:

@@ -1,10 +1,10 @@
 /*
- * circuit-bench-fold: the measured parts of the failure path's cost, and
+ * bench_fold: the measured parts of the failure path's cost, and
  * their projection to machines with more CPUs than this one (16, 32, 64).
  *
  * SPDX-License-Identifier: MIT
  *
- * usage: circuit-bench-fold [--cpus LIST] [--seconds S] [--json FILE]
+ * usage: bench_fold [--cpus LIST] [--seconds S] [--json FILE]
  *   (LIST: the CPU counts the core is built for, default 2,16,32,64,128;
  *   JSON lines appended to FILE)
  *
@@ -240,7 +240,7 @@ static int child_fail(long n)
         trip_at = INT64_MAX;
         circuit_breaker *b;
         if (circuit_new(&b, &s, err, sizeof err) != 0) {
-            fprintf(stderr, "circuit-bench-fold: circuit_new: %s\n", err);
+            fprintf(stderr, "bench_fold: circuit_new: %s\n", err);
             return 1;
         }
         static const long ds[] = {0, 9, 99, 999};
@@ -250,7 +250,7 @@ static int child_fail(long n)
             printf("fail %ld %d %ld %.2f %.2f\n", n, windows[wi], ds[k], c, succ);
         }
         if (circuit_get_state(b) != CIRCUIT_CLOSED) {
-            fprintf(stderr, "circuit-bench-fold: the breaker left closed\n");
+            fprintf(stderr, "bench_fold: the breaker left closed\n");
             return 1;
         }
         circuit_free(b);
@@ -409,7 +409,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--child") == 0 && i + 1 < argc)
             return child_fail(atol(argv[++i]));
         else {
-            fprintf(stderr, "usage: circuit-bench-fold [--cpus LIST] [--seconds S] [--json FILE]\n");
+            fprintf(stderr, "usage: bench_fold [--cpus LIST] [--seconds S] [--json FILE]\n");
             return 2;
         }
     }
@@ -422,17 +422,17 @@ int main(int argc, char **argv)
             if (CPU_ISSET((size_t)i, &mask))
                 cpus[ncpus++] = i;
     if (ncpus < 2) {
-        fprintf(stderr, "circuit-bench-fold: needs 2 CPUs in the affinity mask\n");
+        fprintf(stderr, "bench_fold: needs 2 CPUs in the affinity mask\n");
         return 1;
     }
     FILE *json = json_path ? fopen(json_path, "a") : NULL;
     if (json_path && json == NULL) {
-        fprintf(stderr, "circuit-bench-fold: %s: %s\n", json_path, strerror(errno));
+        fprintf(stderr, "bench_fold: %s: %s\n", json_path, strerror(errno));
         return 1;
     }
 
     /* part 1: one child per CPU count (--child N), its lines on a pipe */
-    printf("# circuit-bench-fold: the failure path's parts (a projection follows)\n\n");
+    printf("# bench_fold: the failure path's parts (a projection follows)\n\n");
     printf("## The failure path by the CPU count the core is built for (part 1; 1 thread, "
            "lines local)\n\n| CPUs | window | successes between failures | ns per failure | "
            "ns per success |\n|--:|--:|--:|--:|--:|\n");

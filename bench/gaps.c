@@ -1,6 +1,6 @@
 /*
- * circuit-bench: the seeded failure pattern of the closed_mixed_* cases,
- * shared by circuit-bench and circuit-bench-rmw (the same gaps in both).
+ * The seeded failure pattern of the closed_mixed_* cases, shared by
+ * bench_closed_mixed and bench_rmw (the same gaps in both).
  *
  * SPDX-License-Identifier: MIT
  */

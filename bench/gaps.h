@@ -1,6 +1,5 @@
 /*
- * circuit-bench: seeded failures (gaps.c), shared by circuit-bench and
- * circuit-bench-rmw.
+ * Seeded failures (gaps.c), shared by bench_closed_mixed and bench_rmw.
  *
  * SPDX-License-Identifier: MIT
  */

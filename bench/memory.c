@@ -1,22 +1,21 @@
 /*
- * circuit-bench-memory: bytes per breaker (L5), the memory table of
- * circuit-bench (which runs this program unless --no-memory).
+ * bench_memory: bytes per breaker (L5).
  *
  * SPDX-License-Identifier: MIT
  *
- * usage: circuit-bench-memory [--json FILE]   (FILE: JSON lines appended)
+ * usage: bench_memory [--json FILE]   (FILE: JSON lines appended)
  *
- * A separate program because it reads circuit_test_footprint(), which only
- * the test build of the core (circuit_testable, linked statically here)
- * has; circuit-bench itself measures the shared library. For each (window,
+ * It reads circuit_test_footprint(), which only the test build of the core
+ * (circuit_testable, linked statically here) has; the timed programs
+ * measure the shared library. For each (window,
  * probes) it reports
  *   - the breaker's footprint as the core counts it (circuit_test_footprint);
  *   - the per-CPU area (CIRCUIT_FOOTPRINT_PER_CPU: 16 bytes per CPU in the
  *     per-CPU arena, L5), stated apart; the heap
  *     bytes include a whole arena chunk (8 breakers' units) for one breaker;
  *   - what the allocator saw circuit_new take and circuit_free give back
- *     (tests/alloc_count.c, --wrap form: the bytes are malloc_usable_size);
- *   - the same allocator view for mutex_breaker, the reference model.
+ *     (alloc_count.c: the bytes are malloc_usable_size);
+ *   - the same allocator view for mutex_breaker, the locked baseline.
  * Then, at scale (many upstreams): the CPU time (CLOCK_PROCESS_CPUTIME_ID)
  * of building N (64, 1) breakers one after the other, and of freeing them
  * all, per breaker, with the heap they held together (--breakers N, default
@@ -24,8 +23,8 @@
  * first-touch page faults are part of the CPU time, about 0.4 per breaker),
  * then "warm", on the memory the first round freed (malloc told not to give
  * it back to the kernel). This is the test build of the core with every
- * allocation counted (alloc_count's wrapper), so it is an upper bound of
- * what the installed library costs.
+ * allocation counted (alloc_count.c), so it is an upper bound of what the
+ * installed library costs.
  * Exit 0, or 1 when a breaker could not be built or free left bytes behind.
  */
 #ifndef _GNU_SOURCE
@@ -46,7 +45,7 @@
 
 #include "alloc_count.h"
 #include "circuit.h"
-#include "circuit_model.h"
+#include "mutex_breaker.h"
 #include "circuit_presets.h"
 #include "testing.h"
 
@@ -60,7 +59,7 @@ static void observe_none(void *arg, void *call_ctx, const circuit_transition *t)
 }
 
 typedef struct measure {
-    int64_t footprint;            /* circuit_test_footprint; -1 for the model */
+    int64_t footprint;            /* circuit_test_footprint; -1 for mutex_breaker */
     int64_t heap_bytes, heap_blocks; /* held after new */
     int64_t not_freed;            /* bytes still held after free */
 } measure;
@@ -68,7 +67,7 @@ typedef struct measure {
 static int64_t live_bytes(void) { return __atomic_load_n(&alloc_live_bytes, __ATOMIC_SEQ_CST); }
 static int64_t live_blocks(void) { return __atomic_load_n(&alloc_live, __ATOMIC_SEQ_CST); }
 
-static int measure_one(bool model, int window, int probes, measure *m)
+static int measure_one(bool locked, int window, int probes, measure *m)
 {
     /* No call is made: any policy does; the presets' own. */
     static circuit_consecutive pol;
@@ -83,19 +82,19 @@ static int measure_one(bool model, int window, int probes, measure *m)
     };
     int64_t b0 = live_bytes(), k0 = live_blocks();
     circuit_breaker *cb = NULL;
-    cmodel *mb = NULL;
-    int rc = model ? cmodel_new(&mb, &s, NULL, NULL, err, sizeof err)
+    mutex_breaker *mb = NULL;
+    int rc = locked ? mutex_breaker_new(&mb, &s, NULL, NULL, err, sizeof err)
                    : circuit_new(&cb, &s, err, sizeof err);
     if (rc != 0) {
-        fprintf(stderr, "circuit-bench-memory: %s new(%d, %d): %s: %s\n",
-                model ? "mutex_breaker" : "circuit", window, probes, strerror(rc), err);
+        fprintf(stderr, "bench_memory: %s new(%d, %d): %s: %s\n",
+                locked ? "mutex_breaker" : "circuit", window, probes, strerror(rc), err);
         return -1;
     }
     m->heap_bytes = live_bytes() - b0;
     m->heap_blocks = live_blocks() - k0;
-    m->footprint = model ? -1 : (int64_t)circuit_test_footprint(cb);
-    if (model)
-        cmodel_free(mb);
+    m->footprint = locked ? -1 : (int64_t)circuit_test_footprint(cb);
+    if (locked)
+        mutex_breaker_free(mb);
     else
         circuit_free(cb);
     m->not_freed = live_bytes() - b0;
@@ -117,7 +116,7 @@ typedef struct at_scale {
     int64_t not_freed;
 } at_scale;
 
-static int measure_scale(bool model, long n, int window, int probes, at_scale *r)
+static int measure_scale(bool locked, long n, int window, int probes, at_scale *r)
 {
     static circuit_consecutive pol;
     char err[256] = "";
@@ -128,19 +127,19 @@ static int measure_scale(bool model, long n, int window, int probes, at_scale *r
         .policy = circuit_consecutive_policy(&pol),
         .classify = circuit_classify_errno,
     };
-    s.observe = model ? observe_none : NULL; /* the core needs no observer (CFG4, 0.3) */
-    circuit_breaker **cb = model ? NULL : calloc((size_t)n, sizeof *cb);
-    cmodel **mb = model ? calloc((size_t)n, sizeof *mb) : NULL;
+    s.observe = locked ? observe_none : NULL; /* the core needs no observer (CFG4, 0.3) */
+    circuit_breaker **cb = locked ? NULL : calloc((size_t)n, sizeof *cb);
+    mutex_breaker **mb = locked ? calloc((size_t)n, sizeof *mb) : NULL;
     if (!cb && !mb)
         return -1;
     int64_t b0 = live_bytes();
     int64_t t0 = cpu_ns();
     long built = 0;
     for (; built < n; built++) {
-        int rc = model ? cmodel_new(&mb[built], &s, NULL, NULL, err, sizeof err)
+        int rc = locked ? mutex_breaker_new(&mb[built], &s, NULL, NULL, err, sizeof err)
                        : circuit_new(&cb[built], &s, err, sizeof err);
         if (rc != 0) {
-            fprintf(stderr, "circuit-bench-memory: breaker %ld of %ld: %s: %s\n", built, n,
+            fprintf(stderr, "bench_memory: breaker %ld of %ld: %s: %s\n", built, n,
                     strerror(rc), err);
             break;
         }
@@ -148,8 +147,8 @@ static int measure_scale(bool model, long n, int window, int probes, at_scale *r
     int64_t t1 = cpu_ns();
     r->heap_bytes = live_bytes() - b0;
     for (long i = 0; i < built; i++) {
-        if (model)
-            cmodel_free(mb[i]);
+        if (locked)
+            mutex_breaker_free(mb[i]);
         else
             circuit_free(cb[i]);
     }
@@ -172,17 +171,17 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             if ((json = fopen(argv[++i], "a")) == NULL) {
-                fprintf(stderr, "circuit-bench-memory: %s: %s\n", argv[i], strerror(errno));
+                fprintf(stderr, "bench_memory: %s: %s\n", argv[i], strerror(errno));
                 return 1;
             }
         } else if (strcmp(argv[i], "--breakers") == 0 && i + 1 < argc) {
             breakers = strtol(argv[++i], NULL, 10);
             if (breakers < 1) {
-                fprintf(stderr, "circuit-bench-memory: --breakers must be >= 1\n");
+                fprintf(stderr, "bench_memory: --breakers must be >= 1\n");
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: circuit-bench-memory [--json FILE] [--breakers N]\n");
+            fprintf(stderr, "usage: bench_memory [--json FILE] [--breakers N]\n");
             return 2;
         }
     }
@@ -199,24 +198,24 @@ int main(int argc, char **argv)
     printf("\n## Memory per breaker\n\n");
     printf("Footprint: what the core allocates for one breaker (circuit_test_footprint). "
            "Per-CPU area: %d bytes per CPU x %ld CPUs (sysconf(_SC_NPROCESSORS_CONF)), "
-           "stated apart (L5). Heap: the blocks circuit_new / cmodel_new took, as the "
+           "stated apart (L5). Heap: the blocks circuit_new / mutex_breaker_new took, as the "
            "allocator saw them (%s; bytes are malloc_usable_size).\n\n",
            PER_CPU_BYTES, cpus, alloc_count_scope());
     printf("| variant | window | probes | footprint bytes | per-CPU area bytes | heap bytes "
            "after new | heap blocks | bytes not freed by free |\n");
     printf("|---|--:|--:|--:|--:|--:|--:|--:|\n");
     int failed = 0;
-    for (int model = 0; model <= 1; model++) {
-        const char *name = model ? "mutex_breaker" : "circuit";
+    for (int locked = 0; locked <= 1; locked++) {
+        const char *name = locked ? "mutex_breaker" : "circuit";
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             int w = sizes[i][0], p = sizes[i][1];
-            if (measure_one(model, w, p, &m) != 0) {
+            if (measure_one(locked, w, p, &m) != 0) {
                 failed = 1;
                 continue;
             }
             failed |= m.not_freed != 0;
             char foot[32] = "-", pcpu[32] = "-";
-            if (!model) {
+            if (!locked) {
                 snprintf(foot, sizeof foot, "%" PRId64, m.footprint);
                 snprintf(pcpu, sizeof pcpu, "%" PRId64, per_cpu);
             }
@@ -228,7 +227,7 @@ int main(int argc, char **argv)
                         "\"bytes\":%" PRId64 ",\"per_cpu_bytes\":%" PRId64 ",\"cpus\":%ld,"
                         "\"heap_bytes\":%" PRId64 ",\"heap_blocks\":%" PRId64
                         ",\"not_freed_bytes\":%" PRId64 "}\n",
-                        name, w, p, model ? m.heap_bytes : m.footprint, model ? 0 : per_cpu,
+                        name, w, p, locked ? m.heap_bytes : m.footprint, locked ? 0 : per_cpu,
                         cpus, m.heap_bytes, m.heap_blocks, m.not_freed);
         }
     }
@@ -245,12 +244,12 @@ int main(int argc, char **argv)
     printf("|---|---|--:|--:|--:|--:|--:|\n");
     /* keep freed memory in the process, so that the warm round reuses it */
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
-    for (int model = 0; model <= 1; model++) {
-        const char *name = model ? "mutex_breaker" : "circuit";
+    for (int locked = 0; locked <= 1; locked++) {
+        const char *name = locked ? "mutex_breaker" : "circuit";
         /* mutex_breaker runs after circuit, on memory circuit freed: warm only */
-        for (int warm = model; warm <= 1; warm++) {
+        for (int warm = locked; warm <= 1; warm++) {
             at_scale r;
-            if (measure_scale(model, breakers, 64, 1, &r) != 0) {
+            if (measure_scale(locked, breakers, 64, 1, &r) != 0) {
                 failed = 1;
                 continue;
             }
@@ -271,7 +270,7 @@ int main(int argc, char **argv)
     }
 
     if (json && fclose(json) != 0) {
-        fprintf(stderr, "circuit-bench-memory: %s\n", strerror(errno));
+        fprintf(stderr, "bench_memory: %s\n", strerror(errno));
         return 1;
     }
     return failed;

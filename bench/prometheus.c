@@ -1,5 +1,5 @@
 /*
- * circuit-bench-prometheus: the cost of the Prometheus exposition of many
+ * bench_prometheus: the cost of the Prometheus exposition of many
  * breakers (include/circuit_prometheus.h), per breaker, at 10^3, 10^4 and
  * 10^5 breakers: the buffer form (a sizing call, then the call that fills a
  * buffer of that size) and the stream form (chunks handed to a writer that
@@ -9,7 +9,7 @@
  *
  * SPDX-License-Identifier: MIT
  *
- * usage: circuit-bench-prometheus [--max N] [--out FILE] [--json FILE]
+ * usage: bench_prometheus [--max N] [--out FILE] [--json FILE]
  *   --max N    largest count (default 100000; the counts are 10^3, 10^4, ...
  *              up to N)
  *   --out FILE write the largest exposition there, through the stream form
@@ -63,11 +63,11 @@ int main(int argc, char **argv)
             out = argv[++i];
         } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             if ((json = fopen(argv[++i], "a")) == NULL) {
-                fprintf(stderr, "circuit-bench-prometheus: %s: %s\n", argv[i], strerror(errno));
+                fprintf(stderr, "bench_prometheus: %s: %s\n", argv[i], strerror(errno));
                 return 1;
             }
         } else {
-            fprintf(stderr, "usage: circuit-bench-prometheus [--max N] [--out FILE] "
+            fprintf(stderr, "usage: bench_prometheus [--max N] [--out FILE] "
                             "[--json FILE]\n");
             return 2;
         }
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
             int64_t t1 = cpu_ns() - (tf - ts);
             free(buf);
             if (len < 0 || len2 != len) {
-                fprintf(stderr, "circuit-bench-prometheus: buffer form, %zu breakers: %s\n", n,
+                fprintf(stderr, "bench_prometheus: buffer form, %zu breakers: %s\n", n,
                         strerror(errno));
                 failed = 1;
                 break;
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
             int rc = circuit_stats_write_prometheus_many(st, nm, n, discard, &streamed);
             int64_t t3 = cpu_ns();
             if (rc != 0 || streamed != (size_t)len) {
-                fprintf(stderr, "circuit-bench-prometheus: stream form, %zu breakers: %s\n", n,
+                fprintf(stderr, "bench_prometheus: stream form, %zu breakers: %s\n", n,
                         strerror(rc));
                 failed = 1;
                 break;
@@ -166,7 +166,7 @@ int main(int argc, char **argv)
         if (f && fclose(f) != 0 && rc == 0)
             rc = errno;
         if (rc != 0) {
-            fprintf(stderr, "circuit-bench-prometheus: %s: %s\n", out, strerror(rc));
+            fprintf(stderr, "bench_prometheus: %s: %s\n", out, strerror(rc));
             failed = 1;
         } else {
             printf("%zu breakers written to %s (check: promtool check metrics < %s)\n", max, out,

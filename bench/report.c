@@ -1,7 +1,6 @@
 /*
- * circuit-bench, what it prints: the Markdown tables (stdout), the targets,
- * the JSON lines (--json), and the memory table (circuit-bench-memory, run
- * from here).
+ * What the timed programs print: the Markdown tables (stdout), the targets
+ * and the JSON lines (--json).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -25,11 +24,6 @@
  *                                              every thread was making progress, and that
  *                                              time / the run's (runner.c, together())
  *   failure_fraction                           closed_mixed_*: 1 / EVERY
- *   shared_rmws_per_op, shared_rmws_per_failure (when failures)
- *                                              circuit, closed_success and closed_mixed_*
- *                                              at 1 and 2 threads: shared-line RMWs
- *                                              (L8) counted by circuit-bench-rmw on
- *                                              the test build, same case and pattern
  * bench/check_bench_json.py checks them (the bench-smoke test).
  */
 #include "bench.h"
@@ -37,15 +31,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <spawn.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc_count.h"
-
-extern char **environ;
 
 /* ---- header ------------------------------------------------------------------------ */
 
@@ -82,7 +71,7 @@ void print_header(FILE *f, const options *o)
     memcpy(&addr, &fp, sizeof addr);
     const char *lib = dladdr(addr, &di) && di.dli_fname ? di.dli_fname : "?";
 
-    fprintf(f, "# circuit-bench\n\n");
+    fprintf(f, "# %s\n\n", bench_name);
     fprintf(f, "- cpu: %s; %d CPUs in the affinity mask (%ld online)\n", model, n_cpus,
             sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "- circuit_allow from: %s\n", lib);
@@ -119,8 +108,7 @@ void print_header(FILE *f, const options *o)
                    "ns/op) / no_breaker ns/op, rep by rep\n", o->work_ns, work_ticks);
     fprintf(f, "- closed_mixed_<F>pct: each result fails with probability F %% (seeded "
                "pseudo-random per thread: geometric gaps, not a fixed period); the trip policy "
-               "never trips; shared-line RMWs per op (L8) counted by circuit-bench-rmw on the "
-               "test build of the core, same cases and pattern, 10^6 ops per thread\n");
+               "never trips (shared-line RMWs per op, L8: bench_rmw)\n");
     fprintf(f, "- heap allocations counted over %s\n", alloc_count_scope());
     fprintf(f, "- the machine may be shared and noisy: read medians, and the min-max spread "
                "as the noise\n\n");
@@ -184,11 +172,6 @@ static void print_table(FILE *f, bool pinned)
         if (r->v == V_NONE && r->c->loop == LOOP_PROXY)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "measured work %.1f ns/op; ",
                                   r->ns_med);
-        const rmw_figure *rf =
-            r->v == V_CIRCUIT ? find_rmw(r->c->name, r->c->window, r->threads) : NULL;
-        if (rf && rf->ops)
-            n += (size_t)snprintf(notes + n, sizeof notes - n, "%.4f shared RMWs/op; ",
-                                  (double)rf->rmws / (double)rf->ops);
         if (r->c->setup == SETUP_HALF_OPEN && r->ops > 0)
             n += (size_t)snprintf(notes + n, sizeof notes - n, "%.1f%% admitted; ",
                                   100.0 * (double)r->admitted / (double)r->ops);
@@ -228,15 +211,6 @@ static void failures_cell(char *buf, size_t len, uint64_t every)
         snprintf(buf, len, "1 in %" PRIu64 " (%g %%)", every, 100.0 / (double)every);
 }
 
-static void rmw_cell(char *buf, size_t len, const rmw_figure *rf, bool per_failure)
-{
-    if (rf == NULL || rf->ops == 0 || (per_failure && rf->failures == 0))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, "%.4g",
-                 (double)rf->rmws / (double)(per_failure ? rf->failures : rf->ops));
-}
-
 /* Successes and the closed_mixed family, windows 64 and 1024: the table of
  * counting under real traffic (1 and 2 threads, against mutex_breaker). */
 void print_mixed_table(FILE *f)
@@ -263,10 +237,10 @@ void print_mixed_table(FILE *f)
                "when other processes take the CPUs\n\n");
     fprintf(f, "| failures | window | 1 thread Mops/s | 2 threads Mops/s | 2t / 1t | "
                "mutex_breaker 2 threads Mops/s | 2t vs mutex | ns/op 1t / 2t | p99.9 ns 1t / 2t "
-               "| mutex p99.9 ns 2t | fairness 2t (mutex) | shared RMWs/op 1t / 2t | "
-               "shared RMWs/failure 2t | CPU share 1t / 2t | 2t / 1t by CPU time | "
+               "| mutex p99.9 ns 2t | fairness 2t (mutex) | "
+               "CPU share 1t / 2t | 2t / 1t by CPU time | "
                "while all ran: 1t / 2t Mops/s (share of the run) | ... 2t / 1t | ... 2t vs mutex |\n");
-    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t wi = 0; wi < 2; wi++) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             int w = windows[wi];
@@ -276,7 +250,7 @@ void print_mixed_table(FILE *f)
             if (c1 == NULL && c2 == NULL)
                 continue;
             char fc[64], a[16] = "-", b[16] = "-", sc[16] = "-", mm[16] = "-", vm[16] = "-",
-                 ns[32] = "-", pp[32] = "-", mp[16] = "-", fa[32] = "-", r1[16], r2[16], rf[16];
+                 ns[32] = "-", pp[32] = "-", mp[16] = "-", fa[32] = "-";
             failures_cell(fc, sizeof fc, every[i]);
             if (c1)
                 snprintf(a, sizeof a, "%.1f", c1->mops_med);
@@ -297,9 +271,6 @@ void print_mixed_table(FILE *f)
             if (c2)
                 snprintf(fa, sizeof fa, m2 ? "%.2f (%.2f)" : "%.2f", c2->fairness,
                          m2 ? m2->fairness : 0.0);
-            rmw_cell(r1, sizeof r1, find_rmw(names[i], w, 1), false);
-            rmw_cell(r2, sizeof r2, find_rmw(names[i], w, 2), false);
-            rmw_cell(rf, sizeof rf, find_rmw(names[i], w, 2), true);
             char sh[32] = "-", cs[16] = "-";
             if (c1 && c2 && c2->cpu_ns_med > 0) {
                 snprintf(sh, sizeof sh, "%.2f / %.2f", c1->cpu_share, c2->cpu_share);
@@ -313,9 +284,9 @@ void print_mixed_table(FILE *f)
             }
             if (c2 && m2 && c2->mops_together > 0 && m2->mops_together > 0)
                 snprintf(tm, sizeof tm, "%.2fx", c2->mops_together / m2->mops_together);
-            fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | "
-                       "%s | %s | %s | %s | %s |\n",
-                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, r1, r2, rf, sh, cs, tg, ts, tm);
+            fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
+                       "%s | %s |\n",
+                    fc, w, a, b, sc, mm, vm, ns, pp, mp, fa, sh, cs, tg, ts, tm);
         }
     }
 }
@@ -461,7 +432,7 @@ int write_json(const char *path)
 {
     FILE *f = fopen(path, "w");
     if (f == NULL) {
-        fprintf(stderr, "circuit-bench: %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "bench: %s: %s\n", path, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < n_results; i++) {
@@ -491,14 +462,6 @@ int write_json(const char *path)
         }
         if (case_family(r->c))
             fprintf(f, ",\"failure_fraction\":%.6g", case_failure_fraction(r->c));
-        const rmw_figure *rf =
-            r->v == V_CIRCUIT ? find_rmw(r->c->name, r->c->window, r->threads) : NULL;
-        if (rf && rf->ops) {
-            fprintf(f, ",\"shared_rmws_per_op\":%.6g", (double)rf->rmws / (double)rf->ops);
-            if (rf->failures)
-                fprintf(f, ",\"shared_rmws_per_failure\":%.6g",
-                        (double)rf->rmws / (double)rf->failures);
-        }
         if (r->cpu_ns_med > 0)
             fprintf(f, ",\"cpu_ns_per_op\":%.6g,\"cpu_share\":%.4g", r->cpu_ns_med, r->cpu_share);
         if (r->mops_together > 0)
@@ -507,132 +470,7 @@ int write_json(const char *path)
         fprintf(f, "}\n");
     }
     if (fclose(f) != 0) {
-        fprintf(stderr, "circuit-bench: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- shared-line RMWs (circuit-bench-rmw) ----------------------------------------------- */
-
-rmw_figure rmw_figures[64];
-int        n_rmw_figures;
-
-const rmw_figure *find_rmw(const char *name, int window, int threads)
-{
-    for (int i = 0; i < n_rmw_figures; i++)
-        if (rmw_figures[i].window == window && rmw_figures[i].threads == threads &&
-            strcmp(rmw_figures[i].name, name) == 0)
-            return &rmw_figures[i];
-    return NULL;
-}
-
-/* This program's directory + "/" + prog into out. */
-static int sibling(const char *prog, char *out, size_t len)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-        fprintf(stderr, "circuit-bench: /proc/self/exe: %s\n", strerror(errno));
-        return -1;
-    }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(out, len, "%s/%s", self, prog);
-    return 0;
-}
-
-int run_rmw_report(const options *o)
-{
-    char prog[PATH_MAX + 32];
-    if (sibling("circuit-bench-rmw", prog, sizeof prog) != 0)
-        return -1;
-    /* NAME,WINDOW,EVERY of the selected closed allow + done cases */
-    static char args[64][80];
-    char *argv[64 + 2];
-    int argc = 0;
-    argv[argc++] = prog;
-    for (size_t i = 0; i < n_cases && argc < 64; i++) {
-        const case_def *c = &case_table[i];
-        char wbuf[16];
-        snprintf(wbuf, sizeof wbuf, "%d", c->window);
-        if (c->setup != SETUP_CLOSED || c->loop != LOOP_ALLOW_DONE || c->window == 1 ||
-            c->window > 1024 || !case_selected(o->cases, c) || !in_list(o->windows, wbuf))
-            continue;
-        snprintf(args[argc], sizeof args[argc], "%s,%d,%" PRIu64, c->name, c->window,
-                 c->fail_every);
-        argv[argc] = args[argc];
-        argc++;
-    }
-    argv[argc] = NULL;
-    if (argc == 1)
-        return 0;
-    int fd[2];
-    if (pipe(fd) != 0) {
-        fprintf(stderr, "circuit-bench: pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fd[0]);
-    fflush(NULL);
-    fprintf(stderr, "circuit-bench: counting shared-line RMWs (circuit-bench-rmw, test build)\n");
-    pid_t pid;
-    int rc = posix_spawn(&pid, prog, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    if (rc != 0) {
-        close(fd[0]);
-        fprintf(stderr, "circuit-bench: %s: %s\n", prog, strerror(rc));
-        return -1;
-    }
-    FILE *in = fdopen(fd[0], "r");
-    char line[256];
-    while (in && fgets(line, sizeof line, in)) {
-        rmw_figure x;
-        memset(&x, 0, sizeof x);
-        if (sscanf(line, "rmw %47s %d %d %" SCNu64 " %" SCNu64 " %" SCNu64, x.name, &x.window,
-                   &x.threads, &x.ops, &x.failures, &x.rmws) == 6 &&
-            n_rmw_figures < (int)(sizeof rmw_figures / sizeof rmw_figures[0]))
-            rmw_figures[n_rmw_figures++] = x;
-    }
-    if (in)
-        fclose(in);
-    else
-        close(fd[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "circuit-bench: circuit-bench-rmw failed\n");
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- memory -------------------------------------------------------------------------------- */
-
-int run_memory_report(const char *json)
-{
-    char prog[PATH_MAX + 32];
-    if (sibling("circuit-bench-memory", prog, sizeof prog) != 0)
-        return -1;
-    char *argv[] = {prog, json ? "--json" : NULL, (char *)json, NULL};
-    fflush(NULL);
-    pid_t pid;
-    int rc = posix_spawn(&pid, prog, NULL, NULL, argv, environ);
-    if (rc != 0) {
-        fprintf(stderr, "circuit-bench: %s: %s\n", prog, strerror(rc));
-        return -1;
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "circuit-bench: circuit-bench-memory failed\n");
+        fprintf(stderr, "bench: %s: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;

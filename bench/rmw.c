@@ -1,26 +1,25 @@
 /*
- * circuit-bench-rmw: shared-line read-modify-writes per op (L8) of
- * circuit-bench's closed cases, the RMW columns of its report and the
- * shared_rmws_* fields of its JSON (circuit-bench runs this program unless
- * --no-rmw).
+ * bench_rmw: shared-line read-modify-writes per op (L8) of the closed
+ * cases of bench_scale and bench_closed_mixed.
  *
  * SPDX-License-Identifier: MIT
  *
- * usage: circuit-bench-rmw [--ops N] CASE...
+ * usage: bench_rmw [--ops N] [CASE...]
  *   CASE is NAME,WINDOW,EVERY (EVERY: 1 failure in EVERY results, seeded as
- *   circuit-bench seeds them; 0: successes only). For each CASE at 1 thread
- *   and at 2 threads (pinned to distinct CPUs when there are 2), each
- *   thread makes N allow + done (default 1000000) on one breaker whose trip
- *   policy never trips, and one line is printed:
- *     rmw NAME WINDOW THREADS OPS FAILURES RMWS
+ *   bench_closed_mixed seeds them; 0: successes only); no CASE: successes
+ *   and 1 in 10 000, 1 000, 100 and 10, windows 64 and 1024. For each CASE
+ *   at 1 thread and at 2 threads (pinned to distinct CPUs when there are 2),
+ *   each thread makes N allow + done (default 1000000) on one breaker whose
+ *   trip policy never trips, and one table row is printed:
+ *     | NAME | WINDOW | THREADS | OPS | FAILURES | RMWS | RMWS/op | RMWS/failure |
  *   RMWS: circuit_test_shared_rmws() after minus before: every RMW the
  *   counting paths make on a line that other CPUs write (the state word,
  *   descriptors, ring records, seals, the ledger, epoch ids); a success's
  *   count on its own CPU's cell is not one (docs/CONTRACT.md L8).
  *
- * A separate program because the counter exists only in the test build of
- * the core (circuit_testable, linked statically here); circuit-bench itself
- * measures the shared library. Counts, not time: the figures do not depend
+ * A program of its own because the counter exists only in the test build
+ * of the core (circuit_testable, linked statically here); the timed
+ * programs measure the shared library. Counts, not time: the figures do not depend
  * on the machine's load, except that lost CAS races (which depend on the
  * interleaving) add RMWs at 2 threads.
  * Exit 0, or 1 on a bad argument, a breaker not built, or a breaker that
@@ -126,11 +125,11 @@ static int one(const char *name, int window, uint64_t every, int threads, uint64
     s.policy.trip = trip_never;
     s.policy.probe = probe_close;
     s.classify = classify_zero_ok;
-    trip_at = window / 2 + 1; /* as circuit-bench's closed cases: never reached */
+    trip_at = window / 2 + 1; /* as the timed closed cases: never reached */
     static run r;
     int rc = circuit_new(&r.b, &s, err, sizeof err);
     if (rc != 0) {
-        fprintf(stderr, "circuit-bench-rmw: %s: circuit_new: %s: %s\n", name, strerror(rc), err);
+        fprintf(stderr, "bench_rmw: %s: circuit_new: %s: %s\n", name, strerror(rc), err);
         return -1;
     }
     atomic_init(&r.ready, 0);
@@ -146,7 +145,7 @@ static int one(const char *name, int window, uint64_t every, int threads, uint64
         if (every)
             fill_gaps(t->gaps, every, gap_seed(i, every));
         if (pthread_create(&t->th, NULL, thr_main, t) != 0) {
-            fprintf(stderr, "circuit-bench-rmw: pthread_create failed\n");
+            fprintf(stderr, "bench_rmw: pthread_create failed\n");
             exit(1);
         }
     }
@@ -164,12 +163,17 @@ static int one(const char *name, int window, uint64_t every, int threads, uint64
     circuit_state st = circuit_get_state(r.b);
     circuit_free(r.b);
     if (rejected || st != CIRCUIT_CLOSED) {
-        fprintf(stderr, "circuit-bench-rmw: %s window %d: %" PRIu64 " rejected, state %s (must "
+        fprintf(stderr, "bench_rmw: %s window %d: %" PRIu64 " rejected, state %s (must "
                 "stay closed)\n", name, window, rejected, circuit_state_name(st));
         return -1;
     }
-    printf("rmw %s %d %d %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", name, window, threads,
-           ops * (uint64_t)threads, failures, rmws);
+    uint64_t all = ops * (uint64_t)threads;
+    printf("| %s | %d | %d | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %.4f | ", name, window,
+           threads, all, failures, rmws, (double)rmws / (double)all);
+    if (failures)
+        printf("%.2f |\n", (double)rmws / (double)failures);
+    else
+        printf("- |\n");
     fflush(stdout);
     return 0;
 }
@@ -185,14 +189,30 @@ int main(int argc, char **argv)
                 cpus[ncpus++] = i;
     if (ncpus < 1)
         ncpus = 1;
-    int bad = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) {
+    int bad = 0, ncase = 0;
+    static const char *const defaults[] = {
+        "closed_success,64,0",          "closed_success,1024,0",
+        "closed_mixed_0.01pct,64,10000", "closed_mixed_0.01pct,1024,10000",
+        "closed_mixed_0.1pct,64,1000",  "closed_mixed_0.1pct,1024,1000",
+        "closed_mixed_1pct,64,100",     "closed_mixed_1pct,1024,100",
+        "closed_mixed_10pct,64,10",     "closed_mixed_10pct,1024,10",
+    };
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--ops") == 0)
+            i++;
+        else
+            ncase++;
+    printf("# bench_rmw: shared-line RMWs (L8), test build of the core\n\n"
+           "| case | window | threads | ops | failures | shared RMWs | per op | per failure |\n"
+           "|---|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (int i = 1; i < argc + (ncase ? 0 : (int)(sizeof defaults / sizeof defaults[0])); i++) {
+        const char *arg = i < argc ? argv[i] : defaults[i - argc];
+        if (i < argc && strcmp(arg, "--ops") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;
             ops = strtoull(argv[++i], &end, 10);
             if (errno || *end || ops < 1) {
-                fprintf(stderr, "circuit-bench-rmw: bad --ops '%s'\n", argv[i]);
+                fprintf(stderr, "bench_rmw: bad --ops '%s'\n", argv[i]);
                 return 1;
             }
             continue;
@@ -200,8 +220,8 @@ int main(int argc, char **argv)
         char name[64];
         int window;
         unsigned long long every;
-        if (sscanf(argv[i], "%63[^,],%d,%llu", name, &window, &every) != 3 || window < 1) {
-            fprintf(stderr, "circuit-bench-rmw: bad case '%s' (NAME,WINDOW,EVERY)\n", argv[i]);
+        if (sscanf(arg, "%63[^,],%d,%llu", name, &window, &every) != 3 || window < 1) {
+            fprintf(stderr, "bench_rmw: bad case '%s' (NAME,WINDOW,EVERY)\n", arg);
             return 1;
         }
         for (int t = 1; t <= 2; t++)

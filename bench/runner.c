@@ -1,5 +1,5 @@
 /*
- * circuit-bench, how it measures: threads pinned to distinct CPUs, timed
+ * How the timed programs measure: threads pinned to distinct CPUs, timed
  * repetitions interleaved across the subjects of a group, latency samples,
  * medians, and the checks that a case measured what it claims.
  *
@@ -293,7 +293,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         free(ws);
         free(lat);
         free(gaps);
-        fprintf(stderr, "circuit-bench: out of memory\n");
+        fprintf(stderr, "bench: out of memory\n");
         return -1;
     }
     atomic_init(&ctl->ready, 0);
@@ -338,7 +338,7 @@ static int run_once(target *tg, variant v, const case_def *c, int threads, doubl
         int rc = pthread_create(&w->th, &attr, worker_main, w);
         pthread_attr_destroy(&attr);
         if (rc != 0) {
-            fprintf(stderr, "circuit-bench: pthread_create: %s\n", strerror(rc));
+            fprintf(stderr, "bench: pthread_create: %s\n", strerror(rc));
             atomic_store(&ctl->stop, true);
             atomic_store(&ctl->go, true);
             for (int j = 0; j < i; j++)

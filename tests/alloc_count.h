@@ -1,6 +1,7 @@
 /*
- * alloc_count: the one place where libcircuit's tests and benchmarks count
- * heap allocations (and, for the tests, make one fail or stop).
+ * alloc_count: the one place where libcircuit's tests count heap
+ * allocations (and make one fail or stop); the bench has its own
+ * (bench/alloc_count.c).
  *
  * Linked into a program as one of two CMake object libraries
  * (tests/CMakeLists.txt), which differ only in which calls reach the

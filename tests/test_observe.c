@@ -670,9 +670,9 @@ static void *o6_make(void *arg)
 /* A trip or an isolate from closed is an intent that any thread finishes
  * (L1). Its maker stops right after making it, and another request's done
  * finishes it: observe must get the maker's call_ctx, the call whose
- * action made the transition, not the finisher's (before the fix
- * the operator's isolate was delivered with a request's ctx, and a
- * trip with the ctx of the success that finished it). */
+ * action made the transition, not the finisher's (not a request's ctx for
+ * the operator's isolate, nor the ctx of the success that finished a
+ * trip). */
 static void o6_intent_run(bool isolate)
 {
     fx f;
@@ -982,8 +982,8 @@ Test(observe, O6_an_isolate_racing_a_trip_at_the_same_point_carries_the_operator
  * isolate B makes its intent at k + 1 and stops right after. A then goes on:
  * its record is for k, its intent's CAS fails, and it finishes B's isolate.
  * observe must get B's call_ctx (B's isolate made the transition; A answers
- * EALREADY). Before the fix A's stale record replaced B's, and A, finishing
- * B's intent, gave its own. */
+ * EALREADY): A's stale record must not replace B's, and A, finishing B's
+ * intent, must not give its own. */
 static sem_t st_a_stopped, st_a_go, st_b_stopped, st_b_go;
 static atomic_bool st_a_armed, st_b_armed;
 static _Thread_local int st_role; /* 1: A, 2: B */

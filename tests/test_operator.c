@@ -1,6 +1,6 @@
 /*
- * OP1-OP3 (isolate, reset), B1-B2 (the open period chosen) and M1
- * (circuit_get_stats), through the core.
+ * OP1-OP3 (isolate, reset) and B1-B2 (the open period chosen), through the
+ * core. circuit_get_stats (M1) is tested in test_stats.c.
  */
 #include "helpers.h"
 
@@ -291,90 +291,6 @@ Test(operator, B2_reopens_count_since_the_last_close_and_reset_zeroes_them)
     fx_free(&f);
 }
 
-/* ---- M1 ----------------------------------------------------------------- */
-
-Test(operator, M1_stats_totals_are_exact_and_add_up_when_quiescent)
-{
-    fx f;
-    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
-    f.p.trip_run = 2;
-    f.p.close_run = 1;
-    fx_build(&f);
-    circuit_stats s;
-    circuit_get_stats(f.b, &s);
-    cr_assert_eq(s.state, CIRCUIT_CLOSED);
-    cr_assert_eq(s.generation, 0);
-    cr_assert_eq(s.admitted + s.rejected + s.transitions, 0);
-    fx_call(&f, RS_OK);
-    fx_call(&f, RS_IGN);
-    circuit_ticket live, rel;
-    cr_assert(circuit_allow(f.b, NULL, &live, NULL));
-    cr_assert(circuit_allow(f.b, NULL, &rel, NULL));
-    circuit_release(&rel);
-    fx_call(&f, RS_FAIL);
-    fx_call(&f, RS_FAIL); /* trips */
-    cr_assert_not(circuit_done(&live, RS_OK), "admitted before the trip: late");
-    circuit_ticket t;
-    circuit_rejection rej;
-    circuit_test_clock_advance(OPEN_FOR / 2);
-    cr_assert_not(circuit_allow(f.b, NULL, &t, &rej));
-    circuit_get_stats(f.b, &s);
-    cr_assert_eq(s.state, CIRCUIT_OPEN);
-    cr_assert_eq(s.generation, 1);
-    cr_assert_eq(s.retry_after_ns, rej.retry_after_ns);
-    cr_assert_eq(s.admitted, 6);
-    cr_assert_eq(s.rejected, 1);
-    cr_assert_eq(s.successes, 1);
-    cr_assert_eq(s.failures, 2);
-    cr_assert_eq(s.ignored, 1);
-    cr_assert_eq(s.late, 1); /* `live`, settled after the trip */
-    cr_assert_eq(s.released, 1);
-    cr_assert_eq(s.transitions, 1);
-    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released);
-    /* half-open: probes in flight, timeouts */
-    circuit_test_clock_advance(OPEN_FOR);
-    cr_assert(circuit_allow(f.b, NULL, &t, NULL));
-    circuit_get_stats(f.b, &s);
-    cr_assert_eq(s.state, CIRCUIT_HALF_OPEN);
-    cr_assert_eq(s.probes_in_flight, 1);
-    circuit_test_clock_advance(PROBE_TO);
-    circuit_ticket u;
-    cr_assert(circuit_allow(f.b, NULL, &u, NULL)); /* t timed out */
-    circuit_get_stats(f.b, &s);
-    cr_assert_eq(s.timed_out, 1);
-    cr_assert_eq(s.counts.timed_out, 1);
-    cr_assert_eq(s.probes_in_flight, 1);
-    /* identity with two live tickets */
-    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released + 2);
-    circuit_release(&u);
-    cr_assert(circuit_done(&t, RS_OK), "P2: the timed-out probe's result still counts");
-    circuit_get_stats(f.b, &s);
-    cr_assert_eq(s.state, CIRCUIT_CLOSED);
-    cr_assert_eq(s.admitted, s.successes + s.failures + s.ignored + s.late + s.released);
-    fx_free(&f);
-}
-
-/* The stats read is pure: no CAS of the state word, no callback, and it does
- * not fold the fast mode's per-CPU counters (it reads them). */
-Test(operator, M1_stats_read_writes_nothing_and_does_not_fold)
-{
-    fx f;
-    fx_new(&f, 64, 1, OPEN_FOR, PROBE_TO);
-    for (int i = 0; i < 1000; i++)
-        fx_call(&f, RS_OK);
-    uint64_t cas0 = circuit_test_core_cas_attempts();
-    int64_t calls = f.p.trip_calls + f.p.probe_calls + f.c.calls + f.log.n;
-    circuit_stats s;
-    for (int i = 0; i < 100; i++)
-        circuit_get_stats(f.b, &s);
-    cr_assert_eq(circuit_test_core_cas_attempts(), cas0);
-    cr_assert_eq(f.p.trip_calls + f.p.probe_calls + f.c.calls + f.log.n, calls);
-    cr_assert(circuit_test_fast_mode(f.b), "a stats read does not fold");
-    cr_assert_eq(s.successes, 1000);
-    assert_counts(&s.counts, 64, 0, 1000, 0, 0);
-    fx_free(&f);
-}
-
 /* A failing call stops right after making its trip's intent (the breaker is
  * still closed until someone finishes it). An operator's reset then must
  * not answer EALREADY from the closed word: it finishes the trip first (as
@@ -420,9 +336,9 @@ Test(operator, OP2_a_reset_racing_a_trips_intent_finishes_the_trip_and_closes)
  * meanwhile the probe's failure reopens the breaker, and that new open
  * period ends. The call then loses its CAS and decides again: on an open
  * word whose period is over, so the time-driven open -> half-open (TIMER)
- * comes first, then the operator's transition. Before the fix it judged the
- * new open word by the clock it read at its start, before the reopen, and
- * left open directly, skipping the timer's transition. */
+ * comes first, then the operator's transition. A call that judges the new
+ * open word by the clock it read at its start, before the reopen, leaves
+ * open directly and skips the timer's transition: it fails here. */
 typedef struct op_call {
     fx *f;
     bool isolate;

@@ -472,3 +472,63 @@ Test(states, S3_rejection_format)
     cr_assert_eq(circuit_rejection_format(&r, buf, sizeof buf), -1);
     cr_assert_eq(errno, EINVAL);
 }
+
+/* ==== a reopen after a lost CAS (S4) ====================================== */
+
+/* ---- a probe's reopen after a lost CAS ------------------------------------ */
+
+/* Two probes in half-open. P1's failure reads the clock (T0 + OPEN_FOR),
+ * decides to reopen and stops before its CAS; the clock moves 5 open
+ * periods on and P2's success is counted (keep probing). P1 then loses its
+ * CAS, counts after P2 and reopens: its open period must start when it is
+ * counted, now (S4), so an allow at the same instant is refused with the
+ * whole period left. A reopen dated at P1's stale clock read would have its
+ * period already over, and the allow would be admitted as a probe. */
+typedef struct probe_done {
+    circuit_ticket t;
+    int result;
+    bool counted;
+} probe_done;
+
+static void *stopped_probe_done(void *arg)
+{
+    probe_done *d = arg;
+    park_me_at(CIRCUIT_TP_DONE_BEFORE_CAS);
+    d->counted = circuit_done(&d->t, d->result);
+    return NULL;
+}
+
+Test(states, S4_a_reopen_after_a_lost_cas_starts_its_open_period_when_it_is_counted)
+{
+    fx f;
+    fx_init(&f, 4, 2, OPEN_FOR, 1000 * OPEN_FOR);
+    f.p.trip_run = 1;
+    f.p.reopen_on_failure = true;
+    fx_build(&f);
+    circuit_test_clock_set(T0);
+    cr_assert(fx_call(&f, RS_FAIL)); /* generation 1: open */
+    circuit_test_clock_set(T0 + OPEN_FOR);
+    probe_done p1 = {CIRCUIT_TICKET_INIT, RS_FAIL, false};
+    circuit_ticket p2;
+    cr_assert(circuit_allow(f.b, NULL, &p1.t, NULL)); /* generation 2: half-open */
+    cr_assert(circuit_allow(f.b, NULL, &p2, NULL));
+    park_setup();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stopped_probe_done, &p1), 0);
+    park_wait(); /* P1 decided to reopen, before its CAS */
+    int64_t later = T0 + 6 * OPEN_FOR;
+    circuit_test_clock_set(later);
+    cr_assert(circuit_done(&p2, RS_OK)); /* counted first: keep probing */
+    park_release();
+    pthread_join(th, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert(p1.counted);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN, "the reopen's period is already over");
+    circuit_ticket q;
+    circuit_rejection rej;
+    cr_assert_not(circuit_allow(f.b, NULL, &q, &rej), "admitted as a probe at the reopen's instant");
+    cr_assert_eq(rej.state, CIRCUIT_OPEN);
+    cr_assert_eq(rej.retry_after_ns, OPEN_FOR);
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN, 3);
+    fx_free(&f);
+}

@@ -32,7 +32,7 @@ set(CIRCUIT_SCHED_PLANTS
 # the oracle accepts; OPERATOR_STALE_CLOCK needs a tick between a clock read
 # and a CAS that wins, the window finding F2 leaves to the oracle;
 # STATS_MOVED_RING is not shown to be a defect by any test; SCAN_FIXED_DUE
-# needs three preemptions (DFS is bounded at 2; unit_p1_tm2_raised_due
+# needs three preemptions (DFS is bounded at 2; race.probes.P1_TM2_raised_due
 # catches it with park points); STATE_READ_STALE's stale answer is one the
 # default oracle accepts (a call may act at any clock value of its run;
 # --monotone-time would reject it, and F2 with it); ACQ_RESTART is

@@ -4,7 +4,9 @@
  * a test that knows the seed and the salt predicts every one; different
  * seeds differ, and so do breakers sharing one struct (their salts); the cap is
  * never exceeded; init names every bad argument in one message. The last
- * tests drive the preset through a real breaker on the test clock (B1, B2).
+ * tests drive the preset through a real breaker on the test clock (B1, B2),
+ * and open_for is asked with the generation the transition made, even from
+ * a state word two transitions stale.
  */
 #include "helpers.h"
 
@@ -12,7 +14,7 @@
 
 #include "circuit_presets.h"
 
-TestSuite(b3);
+TestSuite(backoff);
 
 /* ---- an independent statement of the documented formula --------------------- */
 
@@ -71,7 +73,7 @@ static int64_t period(const circuit_backoff_exponential *p, int64_t reopens,
 
 /* ---- the hash ------------------------------------------------------------------- */
 
-Test(b3, B3_reference_splitmix64_matches_the_published_outputs)
+Test(backoff, B3_reference_splitmix64_matches_the_published_outputs)
 {
     /* The first five outputs for seed 1234567, as published with the
      * generator's description (Rosetta Code, "Pseudo-random
@@ -88,7 +90,7 @@ Test(b3, B3_reference_splitmix64_matches_the_published_outputs)
 
 /* ---- the schedule ------------------------------------------------------------- */
 
-Test(b3, B3_without_jitter_periods_double_from_base_to_cap)
+Test(backoff, B3_without_jitter_periods_double_from_base_to_cap)
 {
     circuit_backoff_exponential p = backoff(100, 1000, 0.0, 7);
     const int64_t want[] = {100, 200, 400, 800, 1000, 1000, 1000};
@@ -102,7 +104,7 @@ Test(b3, B3_without_jitter_periods_double_from_base_to_cap)
     cr_assert_eq(period(&flat, 40, 99), CIRCUIT_S(5));
 }
 
-Test(b3, B3_every_period_is_predicted_from_seed_salt_and_generation)
+Test(backoff, B3_every_period_is_predicted_from_seed_salt_and_generation)
 {
     const struct {
         int64_t base, cap;
@@ -130,7 +132,7 @@ Test(b3, B3_every_period_is_predicted_from_seed_salt_and_generation)
     }
 }
 
-Test(b3, B3_jitter_only_shortens_within_the_fraction_and_the_cap_holds)
+Test(backoff, B3_jitter_only_shortens_within_the_fraction_and_the_cap_holds)
 {
     const double jitters[] = {0.0, 0.1, 0.5, 0.9, 0.999999};
     for (size_t j = 0; j < sizeof jitters / sizeof jitters[0]; j++) {
@@ -151,7 +153,7 @@ Test(b3, B3_jitter_only_shortens_within_the_fraction_and_the_cap_holds)
     }
 }
 
-Test(b3, B3_the_jitter_spreads_over_its_range)
+Test(backoff, B3_the_jitter_spreads_over_its_range)
 {
     /* Over many generations the cut covers its range: some periods in the
      * lowest tenth of ((1 - j) p, p], some in the highest. */
@@ -168,7 +170,7 @@ Test(b3, B3_the_jitter_spreads_over_its_range)
     cr_assert_gt(high, 50, "%d of 1000 in the highest tenth", high);
 }
 
-Test(b3, B3_different_seeds_do_not_probe_in_step)
+Test(backoff, B3_different_seeds_do_not_probe_in_step)
 {
     /* Two processes that trip together (same generation, same reopens) with
      * different seeds: their open periods differ nearly always, and by a
@@ -185,7 +187,7 @@ Test(b3, B3_different_seeds_do_not_probe_in_step)
     cr_assert_lt(close_, 20, "%d of 1000 periods within 1 ms of each other", close_);
 }
 
-Test(b3, B3_breakers_sharing_one_struct_do_not_probe_in_step)
+Test(backoff, B3_breakers_sharing_one_struct_do_not_probe_in_step)
 {
     /* Four upstreams of one process share one struct (one seed) and trip
      * together (same generation, same reopens): their salts differ, so do
@@ -204,7 +206,7 @@ Test(b3, B3_breakers_sharing_one_struct_do_not_probe_in_step)
     cr_assert_lt(close_, 20, "%d of 1500 pairs within 1 ms of each other", close_);
 }
 
-Test(b3, B3_pure_same_inputs_same_period_nothing_written)
+Test(backoff, B3_pure_same_inputs_same_period_nothing_written)
 {
     circuit_backoff_exponential p = backoff(CIRCUIT_MS(100), CIRCUIT_S(5), 0.3, 77);
     circuit_backoff_exponential before = p;
@@ -221,7 +223,7 @@ Test(b3, B3_pure_same_inputs_same_period_nothing_written)
     cr_assert_eq(circuit_backoff_exponential_open_for(&p, &info), first);
 }
 
-Test(b3, B3_extremes_do_not_overflow_and_stay_positive)
+Test(backoff, B3_extremes_do_not_overflow_and_stay_positive)
 {
     circuit_backoff_exponential p = backoff(1, INT64_MAX, 0.0, 0);
     cr_assert_eq(period(&p, 62, 1), INT64_C(1) << 62);
@@ -245,7 +247,7 @@ Test(b3, B3_extremes_do_not_overflow_and_stay_positive)
 
 /* ---- init ------------------------------------------------------------------------ */
 
-Test(b3, B3_init_fills_the_struct_and_clears_errbuf)
+Test(backoff, B3_init_fills_the_struct_and_clears_errbuf)
 {
     circuit_backoff_exponential p;
     char err[64] = "junk";
@@ -258,7 +260,7 @@ Test(b3, B3_init_fills_the_struct_and_clears_errbuf)
     cr_assert_eq(circuit_backoff_exponential_init(&p, 1, 1, 0.0, 0, NULL, 0), 0);
 }
 
-Test(b3, B3_init_one_message_names_every_bad_argument)
+Test(backoff, B3_init_one_message_names_every_bad_argument)
 {
     circuit_backoff_exponential p;
     memset(&p, 0x5a, sizeof p);
@@ -287,7 +289,7 @@ Test(b3, B3_init_one_message_names_every_bad_argument)
                  0, "the largest double below 1 is a valid jitter: %s", err);
 }
 
-Test(b3, B3_init_message_is_truncated_safely)
+Test(backoff, B3_init_message_is_truncated_safely)
 {
     circuit_backoff_exponential p;
     const char *full = "invalid circuit_backoff_exponential: base_ns = 0 (must be > 0)";
@@ -347,7 +349,7 @@ static void use_null_spec(void *arg)
     circuit_backoff_exponential_use(NULL, &p);
 }
 
-Test(b3, CFG4_backoff_aborts_on_null_and_uninitialised)
+Test(backoff, CFG4_backoff_aborts_on_null_and_uninitialised)
 {
     expect_abort(init_null, NULL, "circuit_backoff_exponential_init: p is NULL");
     expect_abort(open_for_zeroed, NULL,
@@ -357,7 +359,7 @@ Test(b3, CFG4_backoff_aborts_on_null_and_uninitialised)
     expect_abort(use_null_spec, NULL, "circuit_backoff_exponential_use: spec is NULL");
 }
 
-Test(b3, B3_use_fills_open_for_and_its_arg)
+Test(backoff, B3_use_fills_open_for_and_its_arg)
 {
     circuit_backoff_exponential p = backoff(1, 2, 0.0, 0);
     circuit_spec spec;
@@ -384,7 +386,7 @@ static void expect_open_for(fx *f, int64_t want)
     assert_rejected(rej, CIRCUIT_OPEN, want);
 }
 
-Test(b3, B1_B2_B3_a_breaker_follows_the_preset_schedule)
+Test(backoff, B1_B2_B3_a_breaker_follows_the_preset_schedule)
 {
     circuit_test_clock_use_real(false);
     circuit_test_clock_set(T0);
@@ -418,7 +420,7 @@ Test(b3, B1_B2_B3_a_breaker_follows_the_preset_schedule)
     fx_free(&f);
 }
 
-Test(b3, B3_each_breaker_gets_its_own_salt_and_every_period_is_predicted)
+Test(backoff, B3_each_breaker_gets_its_own_salt_and_every_period_is_predicted)
 {
     /* Four breakers built from one spec, sharing one parameter struct, salt
      * left at 0: circuit_new gives each its own salt (consecutive numbers of
@@ -468,4 +470,70 @@ Test(b3, B3_each_breaker_gets_its_own_salt_and_every_period_is_predicted)
     expect_open_for(&g, predicted(CIRCUIT_S(1), CIRCUIT_S(8), 0.5, 7, UINT64_C(0xfeedface), 0,
                                   g.log.tr[g.log.n - 1].generation));
     fx_free(&g);
+}
+
+/* ==== open_for asked with the generation a transition made (B3) =========== */
+
+/* ---- B3: open_for asked from a word two transitions stale ------------------- */
+
+static uint64_t open_for_gens[64];
+static int64_t open_for_n;
+
+static int64_t spy_open_for(void *arg, const circuit_open_info *info)
+{
+    (void)arg;
+    int64_t i = A_ADD(&open_for_n, 1) - 1;
+    if (i < 64)
+        open_for_gens[i] = info->generation;
+    return OPEN_FOR;
+}
+
+typedef struct probe_settler {
+    circuit_ticket t;
+    bool counted;
+} probe_settler;
+
+static void *probe_settler_thread(void *arg)
+{
+    probe_settler *p = arg;
+    park_me_at(CIRCUIT_TP_DONE_BEFORE_CAS);
+    p->counted = circuit_done(&p->t, RS_FAIL);
+    return NULL;
+}
+
+/* A probe's failure (half-open, generation 2) decides to reopen and is
+ * stopped before its transition; isolate (3) and reset (4) happen
+ * meanwhile. When it resumes, open_for may be asked again for the reopen
+ * it computed (its answer is then thrown away), but only with the
+ * generation that reopen would have had (3): B3 promises a pure function
+ * of the true information. */
+Test(backoff, B3_open_for_is_asked_with_a_true_generation_from_a_stale_word)
+{
+    fx f;
+    fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    f.spec.open_for = spy_open_for;
+    f.p.reopen_on_failure = true;
+    fx_build(&f);
+    fx_half_open_due(&f); /* generation 1: open */
+    probe_settler p = {CIRCUIT_TICKET_INIT, false};
+    cr_assert(circuit_allow(f.b, NULL, &p.t, NULL)); /* generation 2: half-open */
+    open_for_n = 0;
+
+    park_setup();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_settler_thread, &p), 0);
+    park_wait();
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0); /* generation 3 */
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);   /* generation 4 */
+    park_release();
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_not(p.counted, "the probe's result is late (T6)");
+    int64_t n = A_LOAD(&open_for_n);
+    cr_assert_leq(n, 64);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(open_for_gens[i], 3,
+                     "open_for asked with generation %llu (0x%llx) for the reopen of "
+                     "generation 2", (unsigned long long)open_for_gens[i],
+                     (unsigned long long)open_for_gens[i]);
+    fx_free(&f);
 }

@@ -1,11 +1,11 @@
 /*
- * L3 unit check: every public call of one breaker raced from several
- * threads, with the invariants checked as it runs. A plain program (no
- * Criterion, which cannot start under TSan): in the TSan build it is
- * ThreadSanitizer that judges it (a report makes it exit non-zero); in the
- * other builds the invariants do.
+ * Every public call of one breaker raced from several threads (L3), a
+ * TSan-safe case:
  *
- *   test_l3_race [threads [iterations]]     exit 0: pass, 1: a rule broken
+ *   every_call  allow, done, release, get_state and the test clock from
+ *               several threads, the invariants checked as they run
+ *
+ * SPDX-License-Identifier: MIT
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,11 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "circuit.h"
-#include "testing.h"
+#include "race.h"
 
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
-#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+/* ==== every_call: one breaker, every call, several threads ================ */
+
+/*
+ * L3 unit check: every public call of one breaker raced from several
+ * threads, with the invariants checked as it runs. A plain program (no
+ * Criterion, which cannot start under TSan): in the TSan build it is
+ * ThreadSanitizer that judges it (a report makes it exit non-zero); in the
+ * other builds the invariants do.
+ *
+ *   race_calls every_call [threads [iterations]]     exit 0: pass, 1: a rule broken
+ */
 
 enum { WINDOW = 8, PROBES = 3 };
 static const int64_t open_for = 1000, probe_to = 700;
@@ -42,8 +50,8 @@ static world w;
 
 static void violation(const char *what)
 {
-    fprintf(stderr, "test_l3_race: %s\n", what);
-    ADD(&w.violations, 1);
+    fprintf(stderr, "race_calls every_call: %s\n", what);
+    RACE_ADD(&w.violations, 1);
 }
 
 static void check_counts(const circuit_counts *c)
@@ -88,7 +96,7 @@ static void observe(void *arg, void *call_ctx, const circuit_transition *t)
 {
     (void)arg;
     (void)call_ctx;
-    if (ADD(&w.inside, 1) != 1)
+    if (RACE_ADD(&w.inside, 1) != 1)
         violation("observe ran concurrently with itself");
     if (t->generation != w.last_gen + 1 || t->from != w.last_to || t->from == t->to)
         violation("transition out of order");
@@ -99,7 +107,7 @@ static void observe(void *arg, void *call_ctx, const circuit_transition *t)
     w.last_gen = t->generation;
     w.last_to = t->to;
     w.delivered++;
-    ADD(&w.inside, -1);
+    RACE_ADD(&w.inside, -1);
 }
 
 static void *worker(void *arg)
@@ -135,12 +143,12 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+static int every_call_main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
     w.iterations = argc > 2 ? atoi(argv[2]) : 20000;
     if (threads < 1 || threads > 64 || w.iterations < 1) {
-        fprintf(stderr, "usage: test_l3_race [threads (1..64) [iterations]]\n");
+        fprintf(stderr, "usage: race_calls every_call [threads (1..64) [iterations]]\n");
         return 2;
     }
     w.last_to = CIRCUIT_CLOSED;
@@ -178,8 +186,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < admitted; i++)
         circuit_release(&t[i]);
     circuit_free(w.b);
-    printf("test_l3_race: %d threads x %d calls, %" PRIu64 " transitions, %" PRId64
+    printf("race_calls every_call: %d threads x %d calls, %" PRIu64 " transitions, %" PRId64
            " violations\n",
            threads, w.iterations, w.delivered, w.violations);
     return w.violations == 0 ? 0 : 1;
+}
+
+static const race_case cases[] = {
+    {"every_call", every_call_main, "[threads [iterations]]"},
+};
+
+int main(int argc, char **argv)
+{
+    return race_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

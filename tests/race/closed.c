@@ -1,26 +1,13 @@
 /*
- * L1 / C1 / C4: the closed descriptors D_k (src/counting.h, word.h's layout).
- * A plain program (no Criterion), so that it runs in every build, TSan
- * included; it includes the core's internal headers for the encoding check.
+ * The closed descriptors D_k raced (L1, C1, C4), a TSan-safe case:
  *
- *   1. encoding: every field round-trips at its limits, and a descriptor is
- *      D_k for its own k only: all 32 bits of k are its tag (0.3's first
- *      tag kept k's low 14 bits, so D_k and D_{k + 16384} were one value);
- *      a field out of range aborts with a message naming it.
- *   2. L1: a reset stopped after checking the word, before its CAS of the
- *      first point's descriptor, while 8 191 closed states come and go
- *      (reset, one failure trips), then resumed: every call afterwards
- *      returns (get_stats, a failure, isolate) and the counts are right.
- *      With 14-bit tags the stopped CAS found its X again, overwrote the
- *      live D_k, and every later failure, stats read and isolate spun.
- *   3. a failure stopped at its descriptor CAS (the same "read X, check,
- *      CAS X" in desc_put) until its slot holds X's counts under a point
- *      number with X's low 14 bits: its CAS fails, the live D stays.
- *   4. C1 / C4: S_k's limit (2^29 - 1 successes between two exact points,
- *      CIRCUIT__D_S_MAX): a failure that sums more ends the epoch (a fold)
- *      and the counts stay exact on both sides of the limit.
+ *   descriptors  the encoding, a reset and a failure stopped at their
+ *                descriptor CAS across many closed states, and S_k's limit
  *
- *   test_l1_c1_descriptors     exit 0: pass, 1: a check failed
+ * It includes the core's internal headers (src/counting.h) for the
+ * encoding check.
+ *
+ * SPDX-License-Identifier: MIT
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,20 +24,36 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "circuit.h"
 #include "counting.h"
-#include "testing.h"
+#include "race.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
+/* ==== descriptors: D_k's encoding and stopped descriptor CASes ============ */
+
+/*
+ * L1 / C1 / C4: the closed descriptors D_k (src/counting.h, word.h's layout).
+ * A plain program (no Criterion), so that it runs in every build, TSan
+ * included; it includes the core's internal headers for the encoding check.
+ *
+ *   1. encoding: every field round-trips at its limits, and a descriptor is
+ *      D_k for its own k only: all 32 bits of k are its tag (a tag of k's
+ *      low 14 bits would make D_k and D_{k + 16384} one value);
+ *      a field out of range aborts with a message naming it.
+ *   2. L1: a reset stopped after checking the word, before its CAS of the
+ *      first point's descriptor, while 8 191 closed states come and go
+ *      (reset, one failure trips), then resumed: every call afterwards
+ *      returns (get_stats, a failure, isolate) and the counts are right.
+ *      With 14-bit tags the stopped CAS would find its X again, overwrite
+ *      the live D_k, and every later failure, stats read and isolate spin.
+ *   3. a failure stopped at its descriptor CAS (the same "read X, check,
+ *      CAS X" in desc_put) until its slot holds X's counts under a point
+ *      number with X's low 14 bits: its CAS fails, the live D stays.
+ *   4. C1 / C4: S_k's limit (2^29 - 1 successes between two exact points,
+ *      CIRCUIT__D_S_MAX): a failure that sums more ends the epoch (a fold)
+ *      and the counts stay exact on both sides of the limit.
+ *
+ *   race_closed descriptors     exit 0: pass, 1: a check failed
+ */
+
 
 /* ---- 1. encoding ---------------------------------------------------------- */
 
@@ -81,13 +84,13 @@ static void encoding(void)
                             circuit__u128 d = circuit__desc_pack(&c, k);
                             circuit__point_counts u;
                             circuit__desc_unpack(d, &u);
-                            CHECK(cc_equal(&c, &u), "k %u: a field did not round-trip", k);
-                            CHECK(circuit__desc_is(d, k), "k %u: not D_k", k);
+                            RACE_CHECK(cc_equal(&c, &u), "k %u: a field did not round-trip", k);
+                            RACE_CHECK(circuit__desc_is(d, k), "k %u: not D_k", k);
                             for (int j = 0; j < 32; j++)
-                                CHECK(!circuit__desc_is(d, k ^ (UINT32_C(1) << j)),
+                                RACE_CHECK(!circuit__desc_is(d, k ^ (UINT32_C(1) << j)),
                                       "D_%u taken for D_%u: tag bit %d ignored", k,
                                       k ^ (UINT32_C(1) << j), j);
-                            CHECK(!circuit__desc_is(d, k + 16384u) && !circuit__desc_is(d, k - 2u),
+                            RACE_CHECK(!circuit__desc_is(d, k + 16384u) && !circuit__desc_is(d, k - 2u),
                                   "D_%u taken for another point of its slot", k);
                             checked++;
                         }
@@ -95,8 +98,8 @@ static void encoding(void)
         circuit__u128 z = circuit__desc_zero(ks[ki]);
         circuit__point_counts u, zero = {0, false, 0, false, 0, 0};
         circuit__desc_unpack(z, &u);
-        CHECK(circuit__desc_is(z, ks[ki]) && cc_equal(&u, &zero), "desc_zero(%u)", ks[ki]);
-        CHECK(!circuit__desc_is((circuit__u128){0, 0}, ks[ki]),
+        RACE_CHECK(circuit__desc_is(z, ks[ki]) && cc_equal(&u, &zero), "desc_zero(%u)", ks[ki]);
+        RACE_CHECK(!circuit__desc_is((circuit__u128){0, 0}, ks[ki]),
               "a slot never written is D_%u", ks[ki]);
     }
     printf("encoding: %d descriptors round-trip, each D_k for its k only\n", checked);
@@ -126,7 +129,7 @@ static void expect_pack_abort(const char *what, circuit__point_counts c)
     close(pipefd[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
+    RACE_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
               strstr(buf, "descriptor field out of range") != NULL,
           "%s: no abort naming it (status %d, stderr '%s')", what, status, buf);
 }
@@ -207,46 +210,12 @@ static void hook(circuit_test_point p, void *a)
     }
 }
 
-/* runs fn(b) on a thread; false when it has not returned within 20 s (it
- * spins: L1 broken; the process exits, the thread cannot be stopped) */
-typedef struct watched {
-    void (*fn)(circuit_breaker *);
-    circuit_breaker *b;
-    atomic_int done;
-} watched;
-static void *watched_main(void *arg)
-{
-    watched *w = arg;
-    w->fn(w->b);
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-static void must_return(const char *what, void (*fn)(circuit_breaker *), circuit_breaker *b)
-{
-    static watched w;
-    w.fn = fn;
-    w.b = b;
-    atomic_store(&w.done, 0);
-    pthread_t th;
-    pthread_create(&th, NULL, watched_main, &w);
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 2000 && !atomic_load(&w.done); i++)
-        nanosleep(&ts, NULL);
-    if (!atomic_load(&w.done)) {
-        fprintf(stderr, "FAIL: %s has not returned after 20 s: it spins (L1)\n", what);
-        printf("test_l1_c1_descriptors: FAILED\n");
-        fflush(NULL);
-        _exit(1);
-    }
-    pthread_join(th, NULL);
-}
-
 static void stats_closed_empty(circuit_breaker *b)
 {
     circuit_stats st;
     circuit_get_stats(b, &st);
-    CHECK(st.state == CIRCUIT_CLOSED, "state %s, not closed", circuit_state_name(st.state));
-    CHECK(st.counts.successes == 0 && st.counts.failures == 0 &&
+    RACE_CHECK(st.state == CIRCUIT_CLOSED, "state %s, not closed", circuit_state_name(st.state));
+    RACE_CHECK(st.counts.successes == 0 && st.counts.failures == 0 &&
               st.counts.consecutive_failures == 0 && st.counts.consecutive_successes == 0,
           "a fresh closed state's counts are %" PRId64 " / %" PRId64, st.counts.successes,
           st.counts.failures);
@@ -257,7 +226,7 @@ static void stats_any(circuit_breaker *b)
     circuit_stats st;
     circuit_get_stats(b, &st);
 }
-static void isolate(circuit_breaker *b) { CHECK(circuit_isolate(b, NULL) == 0, "isolate"); }
+static void isolate(circuit_breaker *b) { RACE_CHECK(circuit_isolate(b, NULL) == 0, "isolate"); }
 
 /* ---- 2. a reset stopped before its descriptor CAS ---------------------------- */
 
@@ -267,11 +236,11 @@ static void *stopped_reset(void *a)
     (void)a;
     park_at = CIRCUIT_TP_CLOSED_START_BEFORE_DESC;
     int rc = circuit_reset(B, NULL);
-    CHECK(rc == 0 || rc == EALREADY, "the stopped reset returned %d", rc);
+    RACE_CHECK(rc == 0 || rc == EALREADY, "the stopped reset returned %d", rc);
     return NULL;
 }
 
-#define CYCLES 8191 /* closed states; 14-bit tags came back after 8 191 */
+#define CYCLES 8191 /* closed states; 14-bit tags would come back after 8 191 */
 
 static void reset_across_closed_states(void)
 {
@@ -289,17 +258,17 @@ static void reset_across_closed_states(void)
         }
         call(B, 1); /* trips at once */
     }
-    CHECK(circuit_reset(B, NULL) == 0, "the last reset");
+    RACE_CHECK(circuit_reset(B, NULL) == 0, "the last reset");
     sem_post(&go);
     pthread_join(th, NULL);
-    must_return("circuit_get_stats after the stopped reset", stats_closed_empty, B);
-    must_return("a failure after the stopped reset", one_failure, B);
-    CHECK(circuit_get_state(B) == CIRCUIT_OPEN, "one failure must trip (run 1)");
-    CHECK(circuit_reset(B, NULL) == 0, "reset");
-    must_return("circuit_isolate after the stopped reset", isolate, B);
+    race_must_return("circuit_get_stats after the stopped reset", stats_closed_empty, B);
+    race_must_return("a failure after the stopped reset", one_failure, B);
+    RACE_CHECK(circuit_get_state(B) == CIRCUIT_OPEN, "one failure must trip (run 1)");
+    RACE_CHECK(circuit_reset(B, NULL) == 0, "reset");
+    race_must_return("circuit_isolate after the stopped reset", isolate, B);
     circuit_stats st;
     circuit_get_stats(B, &st);
-    CHECK(st.state == CIRCUIT_ISOLATED, "isolated");
+    RACE_CHECK(st.state == CIRCUIT_ISOLATED, "isolated");
     circuit_free(B);
     printf("L1: a reset stopped at its descriptor CAS across %d closed states stops nobody\n",
            CYCLES);
@@ -312,7 +281,7 @@ static void reset_across_closed_states(void)
  * slot as it read it (an older state's descriptor). The main thread then
  * makes closed states (reset, two failures trip) until that slot holds a
  * descriptor with X's counts and a point number equal to X's in its low
- * 14 bits, as 0.3's first tag would have it (the same bits), and resumes
+ * 14 bits, as a 14-bit tag would have it (the same bits), and resumes
  * it: the stopped CAS must fail, the live descriptor stay. */
 static void *stopped_failure(void *a)
 {
@@ -337,7 +306,7 @@ static void failure_across_points(void)
     B = build(64);
     call(B, 1);
     call(B, 1); /* open: the slots hold this state's descriptors */
-    CHECK(circuit_reset(B, NULL) == 0, "reset");
+    RACE_CHECK(circuit_reset(B, NULL) == 0, "reset");
     pthread_t th;
     pthread_create(&th, NULL, stopped_failure, NULL);
     while (sem_wait(&parked) != 0)
@@ -345,13 +314,13 @@ static void failure_across_points(void)
     uint32_t k = circuit__closed_point(circuit__ld128_acq(&B->core).hi); /* its point */
     unsigned slot = k & 1u;
     circuit__u128 x = circuit__ld128_acq(&B->desc[slot]); /* what it read: not D_k yet */
-    CHECK(!circuit__desc_is(x, k), "the stopped failure's slot already holds D_%u", k);
+    RACE_CHECK(!circuit__desc_is(x, k), "the stopped failure's slot already holds D_%u", k);
     call(B, 1); /* trips (helping writes D_k) */
-    CHECK(circuit_get_state(B) == CIRCUIT_OPEN, "two failures trip");
+    RACE_CHECK(circuit_get_state(B) == CIRCUIT_OPEN, "two failures trip");
     int cycles = 0, phase = -1;
     circuit__u128 live = {0, 0};
     for (; cycles < 4 * 16384 && phase < 0; cycles++) {
-        CHECK(circuit_reset(B, NULL) == 0, "reset %d", cycles);
+        RACE_CHECK(circuit_reset(B, NULL) == 0, "reset %d", cycles);
         /* step 0: after the reset, 1: after its first failure; the
          * second failure trips */
         for (int step = 0; step < 2 && phase < 0; step++) {
@@ -362,28 +331,28 @@ static void failure_across_points(void)
                 call(B, 1);
         }
     }
-    CHECK(phase >= 0, "no closed state left the slot as X in %d cycles", cycles);
+    RACE_CHECK(phase >= 0, "no closed state left the slot as X in %d cycles", cycles);
     sem_post(&go);
     pthread_join(th, NULL);
     circuit__u128 after = circuit__ld128_acq(&B->desc[slot]);
-    CHECK(after.lo == live.lo && after.hi == live.hi,
+    RACE_CHECK(after.lo == live.lo && after.hi == live.hi,
           "the stopped failure's CAS overwrote the live descriptor (its point %u, now %u)", k,
           (unsigned)(uint32_t)after.lo);
     circuit_stats st;
-    must_return("circuit_get_stats after the stopped descriptor write", stats_any, B);
+    race_must_return("circuit_get_stats after the stopped descriptor write", stats_any, B);
     circuit_get_stats(B, &st);
-    CHECK(st.state == CIRCUIT_CLOSED && st.counts.failures == phase &&
+    RACE_CHECK(st.state == CIRCUIT_CLOSED && st.counts.failures == phase &&
               st.counts.consecutive_failures == phase,
           "after the stopped failure: %s, %" PRId64 " failures (want %d)",
           circuit_state_name(st.state), st.counts.failures, phase);
     call(B, 0);
-    must_return("a failure after the stopped descriptor write", one_failure, B);
+    race_must_return("a failure after the stopped descriptor write", one_failure, B);
     circuit_get_stats(B, &st);
-    CHECK(st.state == CIRCUIT_CLOSED && st.counts.failures == phase + 1 &&
+    RACE_CHECK(st.state == CIRCUIT_CLOSED && st.counts.failures == phase + 1 &&
               st.counts.successes == 1 && st.counts.consecutive_failures == 1,
           "then S F: %s, %" PRId64 " failures %" PRId64 " successes",
           circuit_state_name(st.state), st.counts.failures, st.counts.successes);
-    must_return("circuit_isolate after the stopped descriptor write", isolate, B);
+    race_must_return("circuit_isolate after the stopped descriptor write", isolate, B);
     circuit_free(B);
     printf("L1: a failure stopped at its descriptor CAS across %d closed states (its slot "
            "as it read it but for the tag's high bits) stops nobody\n",
@@ -415,7 +384,7 @@ static void expect_counts(circuit_breaker *b, const char *when, int64_t s, int64
 {
     circuit_stats st;
     circuit_get_stats(b, &st);
-    CHECK(st.state == CIRCUIT_CLOSED && st.counts.successes == s && st.counts.failures == f &&
+    RACE_CHECK(st.state == CIRCUIT_CLOSED && st.counts.successes == s && st.counts.failures == f &&
               st.counts.consecutive_successes == cs && st.counts.consecutive_failures == cf,
           "%s: %s, successes %" PRId64 " failures %" PRId64 " runs %" PRId64 "/%" PRId64
           " (want %" PRId64 " %" PRId64 " %" PRId64 "/%" PRId64 ")",
@@ -449,8 +418,10 @@ static void s_limit(void)
     printf("C1/C4: counts exact on both sides of S_k's limit (2^29 - 1)\n");
 }
 
-int main(void)
+static int descriptors_main(int argc, char **argv)
 {
+    (void)argc;
+    (void)argv;
     setvbuf(stdout, NULL, _IOLBF, 0);
     sem_init(&parked, 0, 0);
     sem_init(&go, 0, 0);
@@ -462,7 +433,15 @@ int main(void)
     failure_across_points();
     circuit_test_set_hook(NULL, NULL);
     s_limit();
-    printf("test_l1_c1_descriptors: %s (%d failed checks)\n", failures ? "FAILED" : "passed",
-           failures);
-    return failures ? 1 : 0;
+    printf("%ld failed checks\n", race_failures());
+    return race_failures() ? 1 : 0;
+}
+
+static const race_case cases[] = {
+    {"descriptors", descriptors_main, ""},
+};
+
+int main(int argc, char **argv)
+{
+    return race_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

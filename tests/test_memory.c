@@ -1,4 +1,7 @@
 /*
+ * Memory (L5, T7): the footprint linear in window and probes, nothing
+ * grown by traffic, everything back at free, the largest sizes.
+ *
  * Memory per breaker at scale (L5): a proxy keeps one
  * breaker per upstream host, so 100 000 breakers in one process is ordinary.
  *
@@ -196,7 +199,7 @@ Test(memory, L5_footprint_of_one_breaker_is_within_the_documented_bound)
 }
 
 /* L5: the per-CPU part is 16 bytes per CPU, and (window
- * 64, probes 1) holds at most 1 560 bytes on 2 CPUs (0.2's figure) and
+ * 64, probes 1) holds at most 1 560 bytes on 2 CPUs and
  * 2.5 KB on 64, counted as the bytes a breaker's block and its arena units
  * really take (CPU counts set through the test seam). */
 Test(memory, L5_per_cpu_part_is_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus)
@@ -458,4 +461,183 @@ Test(memory, L5_CFG3_breakers_built_and_freed_by_four_threads_at_once_share_the_
                  (long long)(gone.blocks - base.blocks));
     cr_assert_eq(gone.bytes, base.bytes, "%lld bytes not freed",
                  (long long)(gone.bytes - base.bytes));
+}
+
+/* ==== memory under traffic, at free and at the largest sizes (L5, T7) ===== */
+
+
+static size_t footprint_of(int window, int probes)
+{
+    fx f;
+    fx_new(&f, window, probes, OPEN_FOR, PROBE_TO);
+    size_t n = circuit_test_footprint(f.b);
+    fx_free(&f);
+    return n;
+}
+
+Test(memory, L5_footprint_is_linear_in_window_and_probes)
+{
+    size_t w1 = footprint_of(1024, 32), w2 = footprint_of(2048, 32), w4 = footprint_of(4096, 32);
+    cr_assert_gt(w2, w1);
+    cr_assert_eq(w4 - w2, 2 * (w2 - w1), "window: %zu %zu %zu", w1, w2, w4);
+    cr_assert_leq((w2 - w1) / 1024, 64, "%zu bytes per window entry", (w2 - w1) / 1024);
+    size_t p1 = footprint_of(32, 1024), p2 = footprint_of(32, 2048), p4 = footprint_of(32, 4096);
+    cr_assert_gt(p2, p1);
+    cr_assert_eq(p4 - p2, 2 * (p2 - p1), "probes: %zu %zu %zu", p1, p2, p4);
+    cr_assert_leq((p2 - p1) / 1024, 64, "%zu bytes per probe", (p2 - p1) / 1024);
+    /* as documented: 8 bytes per window slot (none for a window of 1) and,
+     * over 64 slots, 16 bytes per 64 (the closed bitmap), 16.25 bytes per
+     * probe slot */
+    cr_assert_eq(w2 - w1, 8 * 1024 + 16 * 1024 / 64);
+    cr_assert_eq(footprint_of(64, 32) - footprint_of(32, 32), 8 * 32, "the bitmap's one word is "
+                 "in the fixed part up to 64 slots");
+    cr_assert_eq(p2 - p1, 16 * 1024 + 1024 / 4);
+    cr_assert_eq(footprint_of(2, 32) - footprint_of(1, 32), 16);
+    size_t max = footprint_of(CIRCUIT_MAX_COUNT, CIRCUIT_MAX_COUNT);
+    cr_assert_leq(max, (size_t)CIRCUIT_MAX_COUNT * 128 + (1u << 20));
+}
+
+Test(memory, L5_memory_never_grows_with_traffic_and_free_releases_all)
+{
+    int64_t live0 = A_LOAD(&alloc_live);
+    fx f;
+    fx_new(&f, 64, 8, OPEN_FOR, PROBE_TO);
+    int64_t live1 = A_LOAD(&alloc_live);
+    size_t foot = circuit_test_footprint(f.b);
+    circuit_test_clock_set(T0);
+    for (int i = 0; i < 2000; i++) {
+        for (int k = 0; k < 10; k++)
+            fx_call(&f, k % 4 ? RS_OK : RS_IGN);
+        fx_call(&f, RS_FAIL);
+        fx_call(&f, RS_FAIL);
+        circuit_test_clock_advance(OPEN_FOR);
+        fx_call(&f, RS_OK);
+        fx_call(&f, RS_OK);
+    }
+    cr_assert_eq(f.log.n, 6000);
+    cr_assert_eq(A_LOAD(&alloc_live), live1, "memory grew with traffic");
+    cr_assert_eq(circuit_test_footprint(f.b), foot);
+    fx_free(&f);
+    cr_assert_eq(A_LOAD(&alloc_live), live0, "circuit_free left %lld blocks",
+                 (long long)(A_LOAD(&alloc_live) - live0));
+}
+
+/* Undelivered transitions at circuit_free: observe makes many nested
+ * transitions (more than the pool), then exits its thread: they stay pending,
+ * and circuit_free discards them (documented at circuit_free). */
+typedef struct l5_ctx {
+    fx f;
+    int fired;
+    int cycles;
+} l5_ctx;
+
+static void l5_observe(fx *f, void *call_ctx, const circuit_transition *t)
+{
+    (void)call_ctx;
+    l5_ctx *c = (l5_ctx *)f->user;
+    if (t->generation != 1 || c->fired++)
+        return;
+    for (int i = 0; i < c->cycles; i++) {
+        circuit_test_clock_advance(OPEN_FOR);
+        fx_call(f, RS_OK);
+        fx_call(f, RS_OK);
+        fx_call(f, RS_FAIL);
+        fx_call(f, RS_FAIL);
+    }
+    pthread_exit(NULL);
+}
+
+static void *l5_thread(void *arg)
+{
+    l5_ctx *c = (l5_ctx *)arg;
+    fx_call(&c->f, RS_FAIL);
+    fx_call(&c->f, RS_FAIL);
+    return (void *)1;
+}
+
+static void l5_free_pending(int cycles)
+{
+    static l5_ctx c;
+    int64_t live0 = A_LOAD(&alloc_live);
+    memset(&c, 0, sizeof c);
+    c.cycles = cycles;
+    fx_init(&c.f, 8, 1, OPEN_FOR, PROBE_TO);
+    c.f.user = &c;
+    c.f.log.extra = l5_observe;
+    fx_build(&c.f);
+    circuit_test_clock_set(T0);
+    pthread_t th;
+    void *ret = (void *)1;
+    pthread_create(&th, NULL, l5_thread, &c);
+    pthread_join(th, &ret);
+    cr_assert_null(ret);
+    cr_assert_eq(c.f.log.n, 1);
+    cr_assert_eq(circuit_test_pending(c.f.b), 3 * cycles);
+    circuit_free(c.f.b);
+    cr_assert_eq(c.f.log.n, 1, "circuit_free delivered transitions (documented: discarded)");
+    cr_assert_eq(A_LOAD(&alloc_live), live0, "circuit_free leaked %lld blocks",
+                 (long long)(A_LOAD(&alloc_live) - live0));
+}
+
+Test(memory, L5_free_discards_undelivered_transitions_and_leaks_nothing)
+{
+    l5_free_pending(3);   /* pool records only */
+    l5_free_pending(40);  /* 120 pending: overflow records too */
+}
+
+Test(memory, L5_T7_window_of_CIRCUIT_MAX_COUNT)
+{
+    fx f;
+    fx_init(&f, CIRCUIT_MAX_COUNT, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0;
+    fx_build(&f);
+    for (int i = 0; i < 100; i++)
+        fx_call(&f, RS_FAIL);
+    for (int i = 0; i < CIRCUIT_MAX_COUNT - 100; i++)
+        fx_call(&f, RS_OK);
+    circuit_counts c = fx_counts(&f);
+    assert_counts(&c, CIRCUIT_MAX_COUNT - 100, 100, CIRCUIT_MAX_COUNT - 100, 0, 0);
+    fx_call(&f, RS_OK); /* the window is full: the oldest failure leaves */
+    c = fx_counts(&f);
+    assert_counts(&c, CIRCUIT_MAX_COUNT - 99, 99, CIRCUIT_MAX_COUNT - 99, 0, 0);
+    for (int i = 0; i < 99; i++)
+        fx_call(&f, RS_OK);
+    c = fx_counts(&f);
+    assert_counts(&c, CIRCUIT_MAX_COUNT, 0, CIRCUIT_MAX_COUNT, 0, 0);
+    fx_call(&f, RS_FAIL);
+    assert_counts(&f.p.trip_last, CIRCUIT_MAX_COUNT - 1, 1, 0, 1, 0);
+    cr_assert_eq(f.p.sum_violations, 0);
+    fx_free(&f);
+}
+
+Test(memory, L5_T7_every_one_of_CIRCUIT_MAX_COUNT_probe_slots)
+{
+    fx f;
+    fx_init(&f, 1, CIRCUIT_MAX_COUNT, OPEN_FOR, PROBE_TO);
+    f.p.probe_forced = CIRCUIT_HALF_OPEN;
+    fx_build(&f);
+    fx_half_open_due(&f);
+    circuit_ticket *t = calloc(CIRCUIT_MAX_COUNT + 1, sizeof *t);
+    cr_assert_not_null(t);
+    int64_t allocs = A_LOAD(&alloc_calls);
+    for (int i = 0; i < CIRCUIT_MAX_COUNT; i++)
+        cr_assert(circuit_allow(f.b, NULL, &t[i], NULL), "probe %d rejected", i);
+    circuit_rejection rej;
+    cr_assert_not(circuit_allow(f.b, NULL, &t[CIRCUIT_MAX_COUNT], &rej));
+    assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    /* any one freed slot, wherever it is, is found again */
+    for (int k = 0; k < 3; k++) {
+        int i = k == 0 ? 0 : (k == 1 ? CIRCUIT_MAX_COUNT / 2 + 17 : CIRCUIT_MAX_COUNT - 1);
+        cr_assert(circuit_done(&t[i], RS_OK));
+        cr_assert(circuit_allow(f.b, NULL, &t[i], NULL), "slot of probe %d not found", i);
+        cr_assert_not(circuit_allow(f.b, NULL, &t[CIRCUIT_MAX_COUNT], NULL));
+    }
+    cr_assert_eq(A_LOAD(&alloc_calls), allocs);
+    cr_assert_eq(f.p.probe_calls, 3);
+    for (int i = 0; i < CIRCUIT_MAX_COUNT; i++)
+        circuit_release(&t[i]);
+    cr_assert(circuit_allow(f.b, NULL, &t[0], NULL));
+    circuit_release(&t[0]);
+    free(t);
+    fx_free(&f);
 }

@@ -1,16 +1,16 @@
 /*
- * circuit-bench: how fast one shared breaker is under 1..N threads, next to
- * the baselines it has to be judged against, in one binary and one run.
- * This file: the command line and main(). What is measured: cases.c; how:
- * runner.c; what is printed: report.c.
+ * The timed programs' common main (bench_main): the command line, the
+ * measurement of the program's cases at every thread count, its tables and
+ * targets. What is measured: cases.c; how: runner.c; what is printed:
+ * report.c. Each program (scale.c, closed_mixed.c, ...) names its cases.
  *
  * SPDX-License-Identifier: MIT
  *
  * Variants
  *   circuit        the installed-style shared library (libcircuit.so).
- *   mutex_breaker  the sequential reference model (tests/model) behind its one
- *                  pthread mutex, on the real clock: what a simple, correct,
- *                  locked breaker costs.
+ *   mutex_breaker  the bench's own locked breaker (mutex_breaker.c): the
+ *                  same semantics behind one pthread mutex, on the real
+ *                  clock: what a simple, correct, locked breaker costs.
  *   no_breaker     a case's loop without any breaker (proxy_cycle: the work
  *                  alone), the reference of the breakers' overhead.
  *   baseline       atomic_floor, clock and empty (cases.c).
@@ -22,22 +22,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const bench_program *prog;
+const char *bench_name = "bench";
+
 static void usage(FILE *f)
 {
+    fprintf(f, "%s: %s\n", prog->name, prog->what);
+    fprintf(f, "default cases: %s\n", prog->cases);
     fprintf(f,
-        "usage: circuit-bench [options]\n"
+        "usage: %s [options]\n"
         "  --quick           short runs for CI (0.04 s x 5 reps; the whole default set in < 1 min)\n"
         "  --seconds S       length of one repetition (default 0.5)\n"
         "  --reps N          repetitions per figure, median reported (default 5)\n"
         "  --warmup S        discarded warm-up run before each figure (default seconds/2; 0: none)\n"
         "  --threads LIST    comma list of thread counts (default 1,2,CPUs and 2xCPUs);\n"
         "                    counts above the CPUs run unpinned and are reported apart\n"
-        "  --case LIST       comma list of case or baseline names to run (default all);\n"
-        "                    cases: closed_success, closed_mixed (the family:\n"
+        "  --case LIST       comma list of case or baseline names to run (default: the\n"
+        "                    program's); cases: closed_success, closed_mixed (the family:\n"
         "                    closed_mixed_0.01pct _0.1pct _1pct _10pct, each alone too),\n"
         "                    open_reject half_open_probe get_state get_stats churn\n"
-        "                    proxy_cycle; baselines: atomic_floor clock empty (the\n"
-        "                    baselines always run unless one is named)\n"
+        "                    proxy_cycle; baselines: atomic_floor clock empty\n"
         "  --variant LIST    circuit,mutex_breaker,no_breaker,baseline (default all)\n"
         "  --window LIST     only the breaker rows with these windows (1,64,1024,65536)\n"
         "  --probes LIST     only the breaker rows with these probe counts (1,64,65536)\n"
@@ -46,13 +50,11 @@ static void usage(FILE *f)
         "  --ops N           each thread runs exactly N ops (rounded up to %d) instead of\n"
         "                    --seconds: for valgrind --tool=callgrind, e.g.\n"
         "                    valgrind --tool=callgrind --toggle-collect=loop_circuit_allow_done \\\n"
-        "                      circuit-bench --case closed_success --variant circuit \\\n"
-        "                      --window 64 --threads 1 --ops 1000000 --reps 1 --no-memory\n"
+        "                      bench_scale --variant circuit --window 64 --threads 1 \\\n"
+        "                      --ops 1000000 --reps 1\n"
         "                    then divide the inclusive Ir by the ops printed on stderr\n"
-        "  --no-memory       skip the memory table (circuit-bench-memory)\n"
-        "  --no-rmw          skip the shared-line RMW counts (circuit-bench-rmw)\n"
         "  --json FILE       also write one JSON object per line per figure\n",
-        BATCH);
+        prog->name, BATCH);
 }
 
 
@@ -69,7 +71,7 @@ static bool all_known(const char *list, const char *what, const char *const *nam
             ok = strlen(name) == len && strncmp(p, name, len) == 0;
         }
         if (!ok) {
-            fprintf(stderr, "circuit-bench: unknown %s in '%s'\n", what, list);
+            fprintf(stderr, "bench: unknown %s in '%s'\n", what, list);
             return false;
         }
         p = e ? e + 1 : p + len;
@@ -124,7 +126,7 @@ static int parse_threads(options *o, const char *threads)
         char *end;
         long t = strtol(p, &end, 10);
         if (end == p || t < 1 || t > 1024 || (*end && *end != ',')) {
-            fprintf(stderr, "circuit-bench: bad --threads '%s'\n", threads);
+            fprintf(stderr, "bench: bad --threads '%s'\n", threads);
             return -1;
         }
         if (add_thread_count(o, (int)t) != 0)
@@ -139,10 +141,10 @@ static int parse_args(int argc, char **argv, options *o)
     bool have_seconds = false, have_warmup = false;
     const char *threads = NULL;
     memset(o, 0, sizeof *o);
+    o->cases = prog->cases;
+    o->windows = prog->windows;
     o->seconds = 0.5;
     o->reps = 5;
-    o->memory = true;
-    o->rmw = true;
     o->work_ns = 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -154,14 +156,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(a, "--quick") == 0) {
             o->quick = true;
             continue;
-        } else if (strcmp(a, "--no-memory") == 0) {
-            o->memory = false;
-            continue;
-        } else if (strcmp(a, "--no-rmw") == 0) {
-            o->rmw = false;
-            continue;
         } else if (v == NULL) {
-            fprintf(stderr, "circuit-bench: %s needs a value (or is unknown)\n", a);
+            fprintf(stderr, "%s: %s needs a value (or is unknown)\n", prog->name, a);
             return -1;
         }
         i++; /* every option below takes the next word */
@@ -197,13 +193,13 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(a, "--json") == 0) {
             o->json = v;
         } else {
-            fprintf(stderr, "circuit-bench: unknown option %s\n", a);
+            fprintf(stderr, "%s: unknown option %s\n", prog->name, a);
             usage(stderr);
             return -1;
         }
         continue;
     bad:
-        fprintf(stderr, "circuit-bench: bad value for %s: '%s'\n", a, v);
+        fprintf(stderr, "%s: bad value for %s: '%s'\n", prog->name, a, v);
         return -1;
     }
     if (o->quick && !have_seconds)
@@ -250,16 +246,18 @@ static int measure_all_threads(const options *o, const subject *sub, int n)
     return broken;
 }
 
-int main(int argc, char **argv)
+int bench_main(int argc, char **argv, const bench_program *p)
 {
     options o;
+    prog = p;
+    bench_name = p->name;
     runner_init();
     if (parse_args(argc, argv, &o) != 0)
         return 2;
     if (o.json) { /* fail now, not after the run */
         FILE *f = fopen(o.json, "w");
         if (f == NULL || fclose(f) != 0) {
-            fprintf(stderr, "circuit-bench: %s: %s\n", o.json, strerror(errno));
+            fprintf(stderr, "%s: %s: %s\n", prog->name, o.json, strerror(errno));
             return 2;
         }
     }
@@ -269,8 +267,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_cases; i++)
         proxy |= case_table[i].loop == LOOP_PROXY && case_selected(o.cases, &case_table[i]);
     if (proxy && in_list(o.variants, "no_breaker") && calibrate_work(o.work_ns) != 0)
-        fprintf(stderr, "circuit-bench: proxy_cycle: the no_breaker loop measured %.1f ns per op "
-                "for %" PRId64 " ns asked after %d tries (not within 5 %%)\n",
+        fprintf(stderr, "%s: proxy_cycle: the no_breaker loop measured %.1f ns per op "
+                "for %" PRId64 " ns asked after %d tries (not within 5 %%)\n", prog->name,
                 work_calibrated_ns, o.work_ns, work_calibration_tries);
     else if (!proxy || !in_list(o.variants, "no_breaker")) {
         work_asked_ns = o.work_ns;
@@ -281,11 +279,10 @@ int main(int argc, char **argv)
 
     int64_t t_start = now_ns();
     int failures = 0;
-    /* The baselines are the reference of the ratio columns: they run unless
-     * --variant leaves them out; naming some in --case runs only those. */
-    bool only_named_baselines = false;
-    for (size_t i = 0; i < n_baselines; i++)
-        only_named_baselines |= o.cases != NULL && in_list(o.cases, baseline_table[i].name);
+    /* The baselines are the reference of the ratio columns: those named in
+     * --case (the program's own by default) run unless --variant leaves
+     * them out. */
+    bool only_named_baselines = true;
     if (in_list(o.variants, "baseline")) {
         static target tgs[MAX_GROUP];
         subject sub[MAX_GROUP];
@@ -329,9 +326,6 @@ int main(int argc, char **argv)
             target_free(&tgs[k]);
     }
 
-    /* the test build's shared-line RMW counts (L8), before the tables */
-    if (o.rmw && !o.ops && in_list(o.variants, "circuit") && run_rmw_report(&o) != 0)
-        failures++;
     qsort(results, n_results, sizeof *results, cmp_result);
     print_tables(stdout);
     print_mixed_table(stdout);
@@ -339,11 +333,9 @@ int main(int argc, char **argv)
     fprintf(stdout, "\ntotal time %.1f s\n", (double)(now_ns() - t_start) / 1e9);
     if (o.json && write_json(o.json) != 0)
         return 2;
-    if (o.memory && !o.ops && run_memory_report(o.json) != 0)
-        failures++;
     if (failures) {
-        fprintf(stderr, "circuit-bench: %d case(s) did not measure what they claim (see INVALID)\n",
-                failures);
+        fprintf(stderr, "%s: %d case(s) did not measure what they claim (see INVALID)\n",
+                prog->name, failures);
         return 3;
     }
     return 0;

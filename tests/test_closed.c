@@ -1,11 +1,14 @@
 /*
- * L6 and S2, L8, and T5: closed
- * successes are counted on per-CPU cells whatever the window holds; a
- * failure (a transition, isolate) makes the counts exact by reading the
- * cells; trip is asked only after failures; a closed ticket is settled
- * without arbitration. Stopped threads at every CAS and park point of the
- * counting protocol (src/counting.c) stop nobody (L1).
+ * The closed state (L6, S2, L8, T5, C1, C4): closed successes are counted
+ * on per-CPU cells whatever the window holds; a failure (a transition,
+ * isolate) makes the counts exact by reading the cells; trip is asked only
+ * after failures; a closed ticket is settled without arbitration. Threads
+ * stopped at every CAS and park point of the counting protocol stop nobody
+ * (L1), and a stopped entry into closed never touches the next closed
+ * state's descriptors or bitmap.
  */
+#include <stdatomic.h>
+
 #include "helpers.h"
 
 /* ---- threads doing healthy successes ------------------------------------ */
@@ -48,7 +51,7 @@ static void run_threads(fx *f, int n, long each, int result)
  * the counting paths is counted (the state word's CAS among them), and 10^6
  * successes on two threads, into a window that holds failures, make none
  * (L6, L8). */
-Test(l6, L6_successes_write_no_shared_line_even_with_failures_in_the_window)
+Test(closed, L6_successes_write_no_shared_line_even_with_failures_in_the_window)
 {
     fx f;
     fx_init(&f, 64, 1, OPEN_FOR, PROBE_TO);
@@ -126,12 +129,12 @@ static void l8_run(int window)
     fx_free(&f);
 }
 
-Test(l6, L8_a_few_shared_line_rmws_per_failure_window_64) { l8_run(64); }
-Test(l6, L8_a_few_shared_line_rmws_per_failure_window_1024) { l8_run(1024); }
+Test(closed, L8_a_few_shared_line_rmws_per_failure_window_64) { l8_run(64); }
+Test(closed, L8_a_few_shared_line_rmws_per_failure_window_1024) { l8_run(1024); }
 
 /* A failure makes the counts exact: it trips with the window of successes
  * counted on four threads' cells before it and the run they made. */
-Test(l6, L6_failure_makes_counts_exact_after_many_threads)
+Test(closed, L6_failure_makes_counts_exact_after_many_threads)
 {
     fx f;
     fx_init(&f, 1000, 1, OPEN_FOR, PROBE_TO);
@@ -153,7 +156,7 @@ Test(l6, L6_failure_makes_counts_exact_after_many_threads)
 /* Successes counted on the cells slide the window at the next exact point:
  * a failure they evict leaves, the run they made continues, and an epoch
  * end (a fold) keeps the counts. */
-Test(l6, L6_exact_points_continue_the_window_and_the_run)
+Test(closed, L6_exact_points_continue_the_window_and_the_run)
 {
     fx f;
     fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
@@ -217,7 +220,7 @@ static void resume(pthread_t th)
 /* A success stopped between reading the word and its cell CAS stops nobody:
  * failures make exact points meanwhile; its success then counts once, after
  * them (the failures' sums did not see it). */
-Test(l6, L6_success_stopped_before_its_cell_count)
+Test(closed, L6_success_stopped_before_its_cell_count)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -243,7 +246,7 @@ Test(l6, L6_success_stopped_before_its_cell_count)
 }
 
 /* ... and when the breaker trips and closes again meanwhile, it is late. */
-Test(l6, L6_success_stopped_before_its_cell_count_across_a_trip_is_late)
+Test(closed, L6_success_stopped_before_its_cell_count_across_a_trip_is_late)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -298,14 +301,14 @@ static void stopped_failure(circuit_test_point at)
     fx_free(&f);
 }
 
-Test(l6, L6_failure_stopped_mid_sum) { stopped_failure(CIRCUIT_TP_FOLD_MID_SUM); }
-Test(l6, L6_failure_stopped_before_its_cas) { stopped_failure(CIRCUIT_TP_DONE_BEFORE_CAS); }
+Test(closed, L6_failure_stopped_mid_sum) { stopped_failure(CIRCUIT_TP_FOLD_MID_SUM); }
+Test(closed, L6_failure_stopped_before_its_cas) { stopped_failure(CIRCUIT_TP_DONE_BEFORE_CAS); }
 
 /* A failure stopped after asking trip and before its CAS while only
  * successes are counted: its CAS still wins, and those successes (its sum did
  * not see them) are ordered after it (L6: successes counted before a
  * failure's read are ordered before it, the others after). */
-Test(l6, L6_failure_stopped_before_its_cas_is_ordered_before_later_successes)
+Test(closed, L6_failure_stopped_before_its_cas_is_ordered_before_later_successes)
 {
     fx f;
     fx_init(&f, 1000, 1, OPEN_FOR, PROBE_TO);
@@ -329,7 +332,7 @@ Test(l6, L6_failure_stopped_before_its_cas_is_ordered_before_later_successes)
 /* A failure stopped after the CAS that made its exact point, before writing
  * the point's descriptor and its ring record: the next points write them
  * (helping), and nothing is lost. */
-Test(l6, L6_failure_stopped_after_its_point_before_its_record)
+Test(closed, L6_failure_stopped_after_its_point_before_its_record)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -358,7 +361,7 @@ Test(l6, L6_failure_stopped_after_its_point_before_its_record)
 
 /* An intent's maker stopped right after making it (a failure that trips, an
  * isolate) stops nobody: the next call completes the same decision. */
-Test(l6, L6_trip_maker_stopped_after_its_intent)
+Test(closed, L6_trip_maker_stopped_after_its_intent)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -399,7 +402,7 @@ static void *isolate_call(void *arg)
     return NULL;
 }
 
-Test(l6, L6_isolate_stopped_after_sealing_the_cells)
+Test(closed, L6_isolate_stopped_after_sealing_the_cells)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -429,7 +432,7 @@ Test(l6, L6_isolate_stopped_after_sealing_the_cells)
 /* A success stopped before starting its cell for a new epoch (the cell still
  * holds an ended epoch's count) stops nobody; when the epoch has ended again
  * meanwhile, its start CAS fails and it counts once in the current one. */
-Test(l6, L6_success_stopped_before_starting_its_cell)
+Test(closed, L6_success_stopped_before_starting_its_cell)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -458,7 +461,7 @@ Test(l6, L6_success_stopped_before_starting_its_cell)
 
 /* ---- S2 (amended in 0.3) ----------------------------------------------------- */
 
-Test(l6, S2_success_never_asks_trip)
+Test(closed, S2_success_never_asks_trip)
 {
     fx f;
     fx_init(&f, 4, 1, OPEN_FOR, PROBE_TO);
@@ -474,7 +477,7 @@ Test(l6, S2_success_never_asks_trip)
     fx_free(&f);
 }
 
-Test(l6, S2_success_while_the_window_holds_a_failure_asks_nothing)
+Test(closed, S2_success_while_the_window_holds_a_failure_asks_nothing)
 {
     fx f;
     fx_init(&f, 3, 1, OPEN_FOR, PROBE_TO);
@@ -514,7 +517,7 @@ static void done_after_done(void *arg)
     circuit_done(&t, RS_OK);
 }
 
-Test(l6, T5_closed_ticket_keeps_the_single_thread_checks)
+Test(closed, T5_closed_ticket_keeps_the_single_thread_checks)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -555,7 +558,7 @@ static void race_abort_handler(int sig)
  * settles and the slot is freed exactly once (the half-open state admits
  * exactly `probes` again). Run in a child per round because the losing done
  * aborts by design. */
-Test(l6, T5_probe_ticket_done_racing_release_settles_once)
+Test(closed, T5_probe_ticket_done_racing_release_settles_once)
 {
     for (int round = 0; round < 40; round++) {
         pid_t pid = fork();
@@ -598,10 +601,9 @@ Test(l6, T5_probe_ticket_done_racing_release_settles_once)
 
 /* While a slow observe holds the delivery role and a transition is pending
  * behind it, closed successes still write no shared line (L6, L8): a call
- * that published nothing only looks at the role. 0.3's first cut made
- * every such allow and done try the role (a fence and a CAS of a line all
- * CPUs write; a run saw 11 403 tries in 20 000 successes
- * while an observe slept). */
+ * that published nothing only looks at the role. A core in which every such
+ * allow and done tries the role (a fence and a CAS of a line all CPUs write)
+ * fails here: thousands of tries in 20 000 successes while observe sleeps. */
 static sem_t slow_in, slow_go;
 
 static void slow_observe(fx *f, void *call_ctx, const circuit_transition *t)
@@ -621,7 +623,7 @@ static void *isolate_slowly(void *arg)
     return NULL;
 }
 
-Test(l6, L6_L8_successes_write_no_shared_line_while_a_slow_observe_delivers)
+Test(closed, L6_L8_successes_write_no_shared_line_while_a_slow_observe_delivers)
 {
     fx f;
     fx_new(&f, 64, 1, OPEN_FOR, PROBE_TO);
@@ -664,7 +666,7 @@ static void one(fx *f, int result)
     cr_assert(circuit_done(&t, result));
 }
 
-Test(l6, L6_a_failure_after_many_successes_reads_O_window_over_64_words)
+Test(closed, L6_a_failure_after_many_successes_reads_O_window_over_64_words)
 {
     fx f;
     fx_init(&f, 65536, 1, OPEN_FOR, PROBE_TO);
@@ -717,7 +719,7 @@ Test(l6, L6_a_failure_after_many_successes_reads_O_window_over_64_words)
  * mirror would say closed while the breaker is isolated and circuit_allow
  * would admit calls (S3's rule for isolated). A shut that wrote only when
  * the mirror was open for the state fails this test. */
-Test(l6, S3_L1_a_stopped_mirror_set_never_admits_into_a_state_that_left_closed)
+Test(closed, S3_L1_a_stopped_mirror_set_never_admits_into_a_state_that_left_closed)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -756,7 +758,7 @@ Test(l6, S3_L1_a_stopped_mirror_set_never_admits_into_a_state_that_left_closed)
  * shared-line RMW (L8) and no CAS of the state word. A shut that did not
  * check the word before retrying shuts the new state's mirror, and the
  * next call's set is a shared RMW. */
-Test(l6, L8_L1_a_stopped_mirror_shut_never_shuts_a_later_states_fast_path)
+Test(closed, L8_L1_a_stopped_mirror_shut_never_shuts_a_later_states_fast_path)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -784,5 +786,159 @@ Test(l6, L8_L1_a_stopped_mirror_shut_never_shuts_a_later_states_fast_path)
     cr_assert_eq(circuit_test_shared_rmws() - rmw0, 0, "the new state's mirror was shut");
     cr_assert_eq(circuit_test_core_cas_attempts() - cas0, 0);
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    fx_free(&f);
+}
+
+/* ==== a stopped entry into closed (C1, C4, L1) ============================ */
+
+/* ---- a stopped entry into closed and the new state's descriptors ---------- */
+
+/* Thread A resets an isolated breaker and stops after checking the word,
+ * before it writes the descriptor slot it read; meanwhile the main thread
+ * resets, and the new closed state makes its points; A goes on when the
+ * main thread has made a trip intent and before it completes it. A's stale
+ * write must not touch the new state's descriptors. A core that empties the
+ * slots with "read X, check, CAS X" fails here: a descriptor does not name
+ * its generation, so the new state's D_1 (one failure, as the old D_1)
+ * matches A's X bit for bit and is erased; the intent word does not hold
+ * the point's sum, so D_1 is derived from the asked sum and the trip's
+ * final counts come out as F F (a run of 2) instead of F S S S F (C4). */
+static sem_t rs_a_stopped, rs_a_go, rs_a_done;
+static pthread_t rs_a;
+static atomic_bool rs_a_stop_armed, rs_intent_armed;
+
+static void reset_race_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_CLOSED_START_BEFORE_DESC && pthread_equal(pthread_self(), rs_a) &&
+        atomic_exchange(&rs_a_stop_armed, false)) {
+        sem_post(&rs_a_stopped);
+        while (sem_wait(&rs_a_go) != 0)
+            ;
+    } else if (p == CIRCUIT_TP_INTENT_MADE && !pthread_equal(pthread_self(), rs_a) &&
+               atomic_exchange(&rs_intent_armed, false)) {
+        sem_post(&rs_a_go); /* A's stale write, while the intent waits */
+        while (sem_wait(&rs_a_done) != 0)
+            ;
+    }
+}
+
+static void *reset_a(void *arg)
+{
+    fx *f = arg;
+    int rc = circuit_reset(f->b, NULL);
+    cr_assert(rc == 0 || rc == EALREADY, "reset: %d", rc);
+    sem_post(&rs_a_done);
+    return NULL;
+}
+
+Test(closed, C4_L1_a_stopped_entry_into_closed_never_erases_the_new_states_counts)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0;
+    f.p.trip_failures = 2;
+    fx_build(&f);
+    cr_assert(fx_call(&f, RS_FAIL)); /* the old state's D_1: one failure */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+
+    sem_init(&rs_a_stopped, 0, 0);
+    sem_init(&rs_a_go, 0, 0);
+    sem_init(&rs_a_done, 0, 0);
+    atomic_store(&rs_a_stop_armed, true);
+    atomic_store(&rs_intent_armed, false);
+    circuit_test_set_hook(reset_race_hook, NULL);
+    cr_assert_eq(pthread_create(&rs_a, NULL, reset_a, &f), 0);
+    while (sem_wait(&rs_a_stopped) != 0)
+        ;
+    cr_assert_eq(circuit_reset(f.b, NULL), 0, "the main thread's reset enters closed");
+    cr_assert(fx_call(&f, RS_FAIL)); /* the new state's first point: one failure */
+    for (int i = 0; i < 3; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    atomic_store(&rs_intent_armed, true);
+    cr_assert(fx_call(&f, RS_FAIL), "the second failure trips (counted by its completion)");
+    pthread_join(rs_a, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_not(atomic_load(&rs_intent_armed), "the trip went through an intent");
+
+    /* closed -> isolated, isolated -> closed, closed -> open, then A's own
+     * reset may close it again */
+    cr_assert_geq(f.log.n, 3);
+    assert_tr(&f, 2, CIRCUIT_CLOSED, CIRCUIT_OPEN, 3);
+    assert_counts(&f.log.tr[2].counts, 3, 2, 0, 1, 0); /* F S S S F: a run of 1 failure */
+    fx_free(&f);
+}
+
+/* ---- a stopped entry into closed and the new state's bitmap --------------- */
+
+/* Thread A resets an isolated breaker and stops after checking the word,
+ * before its CAS emptying the closed bitmap's word; the main thread resets,
+ * and the new state's first two failures set their bits; then A goes on. A's CAS
+ * is from the word it read (the old state's tag): it must fail and leave
+ * the new bit alone, or the failure is never seen to leave the window: when
+ * a later point evicts it (window 8), the window holds the three failures
+ * after it (C1). A store of {k0, 0} that did not compare the tag erases the
+ * bit, and the counts come out as 4 failures. */
+static sem_t bs_a_stopped, bs_a_go;
+static pthread_t bs_a;
+static atomic_bool bs_a_stop_armed;
+
+static void bits_race_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_CLOSED_START_BEFORE_BITS && pthread_equal(pthread_self(), bs_a) &&
+        atomic_exchange(&bs_a_stop_armed, false)) {
+        sem_post(&bs_a_stopped);
+        while (sem_wait(&bs_a_go) != 0)
+            ;
+    }
+}
+
+static void *bits_reset_a(void *arg)
+{
+    fx *f = arg;
+    int rc = circuit_reset(f->b, NULL);
+    cr_assert(rc == 0 || rc == EALREADY, "reset: %d", rc);
+    return NULL;
+}
+
+Test(closed, C1_L1_a_stopped_entry_into_closed_never_empties_the_new_states_bitmap)
+{
+    fx f;
+    fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
+    f.p.trip_run = 0; /* never trips */
+    fx_build(&f);
+    cr_assert(fx_call(&f, RS_FAIL)); /* the old state's bitmap holds a failure */
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+
+    sem_init(&bs_a_stopped, 0, 0);
+    sem_init(&bs_a_go, 0, 0);
+    atomic_store(&bs_a_stop_armed, true);
+    circuit_test_set_hook(bits_race_hook, NULL);
+    cr_assert_eq(pthread_create(&bs_a, NULL, bits_reset_a, &f), 0);
+    while (sem_wait(&bs_a_stopped) != 0)
+        ;
+    cr_assert_eq(circuit_reset(f.b, NULL), 0, "the main thread's reset enters closed");
+    /* positions 0 F, 1 S, 2 F: two points, so the one that set F0's bit is
+     * no longer the newest (helpers re-apply only the newest point's
+     * update) */
+    cr_assert(fx_call(&f, RS_FAIL));
+    cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL));
+    sem_post(&bs_a_go);
+    pthread_join(bs_a, NULL);
+    circuit_test_set_hook(NULL, NULL);
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    /* 3-5 S, 6 F; 7-8 S, 9 F: the last point appends 3 results (fewer than
+     * the window, so the bitmap is read) and evicts positions 0 and 1 */
+    for (int i = 0; i < 3; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL));
+    for (int i = 0; i < 2; i++)
+        cr_assert(fx_call(&f, RS_OK));
+    cr_assert(fx_call(&f, RS_FAIL)); /* evicts the first failure */
+    circuit_stats s;
+    circuit_get_stats(f.b, &s);
+    assert_counts(&s.counts, 5, 3, 0, 1, 0); /* F S S S F S S F in a window of 8 */
     fx_free(&f);
 }

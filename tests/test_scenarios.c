@@ -1,8 +1,7 @@
 /*
- * The behaviours the seed documents describe (a failing service behind a
- * breaker, consecutive failures, a trial call after the cool-down, late
- * results of an older generation), each as one scenario, named after the
- * rules it exercises.
+ * Scenarios of a breaker in front of a service (a failing service,
+ * consecutive failures, a trial call after the cool-down, late results of
+ * an older generation), each named after the rules it exercises.
  */
 #include "helpers.h"
 
@@ -25,7 +24,7 @@ static int guarded(fx *f, service *s, circuit_rejection *rej)
     return rc == RS_OK ? 1 : 0;
 }
 
-Test(seeds, S2_S3_S4_trip_after_2_failures_reject_half_open_then_close_after_2_successes)
+Test(scenarios, S2_S3_S4_trip_after_2_failures_reject_half_open_then_close_after_2_successes)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -60,7 +59,7 @@ Test(seeds, S2_S3_S4_trip_after_2_failures_reject_half_open_then_close_after_2_s
     fx_free(&f);
 }
 
-Test(seeds, S2_failures_that_are_not_consecutive_do_not_trip)
+Test(scenarios, S2_failures_that_are_not_consecutive_do_not_trip)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -74,7 +73,7 @@ Test(seeds, S2_failures_that_are_not_consecutive_do_not_trip)
     fx_free(&f);
 }
 
-Test(seeds, S4_a_failed_trial_reopens_for_another_full_cool_down)
+Test(scenarios, S4_a_failed_trial_reopens_for_another_full_cool_down)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -93,7 +92,7 @@ Test(seeds, S4_a_failed_trial_reopens_for_another_full_cool_down)
     fx_free(&f);
 }
 
-Test(seeds, C1_C2_a_run_of_failures_longer_than_the_window)
+Test(scenarios, C1_C2_a_run_of_failures_longer_than_the_window)
 {
     fx f;
     fx_init(&f, 3, 1, OPEN_FOR, PROBE_TO);
@@ -105,7 +104,7 @@ Test(seeds, C1_C2_a_run_of_failures_longer_than_the_window)
     fx_free(&f);
 }
 
-Test(seeds, C5_ignored_results_in_closed_and_half_open)
+Test(scenarios, C5_ignored_results_in_closed_and_half_open)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -129,7 +128,7 @@ Test(seeds, C5_ignored_results_in_closed_and_half_open)
     fx_free(&f);
 }
 
-Test(seeds, T2_a_late_closed_result_after_opening_counts_nowhere)
+Test(scenarios, T2_a_late_closed_result_after_opening_counts_nowhere)
 {
     fx f;
     fx_new(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -150,7 +149,7 @@ Test(seeds, T2_a_late_closed_result_after_opening_counts_nowhere)
     fx_free(&f);
 }
 
-Test(seeds, P2_a_probe_that_times_out_and_then_succeeds_still_counts)
+Test(scenarios, P2_a_probe_that_times_out_and_then_succeeds_still_counts)
 {
     fx f;
     fx_init(&f, 8, 1, OPEN_FOR, PROBE_TO);
@@ -168,7 +167,7 @@ Test(seeds, P2_a_probe_that_times_out_and_then_succeeds_still_counts)
     fx_free(&f);
 }
 
-Test(seeds, T6_a_stale_ticket_whose_slot_was_reused_frees_nothing)
+Test(scenarios, T6_a_stale_ticket_whose_slot_was_reused_frees_nothing)
 {
     fx f;
     fx_init(&f, 8, 2, OPEN_FOR, PROBE_TO);
