@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -183,16 +184,21 @@ class TrafficServer:
     records:  extra records.config lines ("CONFIG name TYPE value").
     threads:  event threads (proxy.config.exec_thread.limit, autoconfig off).
     manager:  start traffic_manager (needed by traffic_ctl) or traffic_server alone.
+    packaged_timeouts: keep the package's origin timeouts, connect retries and
+              down-server marking (Debian: 30 s, 3 retries, 60 s) instead of
+              the tests' (no retry, 1 s marking), as an operator's instance has.
     """
 
     def __init__(self, folder, remap, plugins=(), records=(), threads=2, manager=True,
-                 port=None, plugin_dir="/usr/lib/trafficserver/modules"):
+                 port=None, plugin_dir="/usr/lib/trafficserver/modules",
+                 packaged_timeouts=False):
         self.folder = Path(folder).resolve()
         self.remap = list(remap)
         self.plugins = list(plugins)
         self.records = list(records)
         self.threads = threads
         self.manager = manager
+        self.packaged_timeouts = packaged_timeouts
         self.port = port or free_port()
         self.plugin_dir = plugin_dir  # where plugin names without a folder are found
         self.rundir = None        # sockets: a short path (a unix socket path has < 108 bytes)
@@ -255,12 +261,16 @@ class TrafficServer:
             "CONFIG proxy.config.diags.output.note STRING L",
             "CONFIG proxy.config.proxy_name STRING circuit-test",
             "CONFIG proxy.config.http.insert_response_via_str INT 0",
-            "CONFIG proxy.config.http.connect_attempts_max_retries INT 0",
-            "CONFIG proxy.config.http.connect_attempts_max_retries_dead_server INT 0",
-            "CONFIG proxy.config.http.down_server.cache_time INT 1",
             "CONFIG proxy.config.log.logging_enabled INT 0",
             "CONFIG proxy.config.hostdb.host_file.path STRING /etc/hosts",
-        ] + self.records
+        ]
+        if not self.packaged_timeouts:
+            lines += [
+                "CONFIG proxy.config.http.connect_attempts_max_retries INT 0",
+                "CONFIG proxy.config.http.connect_attempts_max_retries_dead_server INT 0",
+                "CONFIG proxy.config.http.down_server.cache_time INT 1",
+            ]
+        lines += self.records
         (self.etc / "records.config").write_text("".join(l + "\n" for l in lines))
 
     def write_remap(self, lines):
@@ -383,3 +393,117 @@ class TrafficServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class HangingOrigin:
+    """An HTTP origin in this process that can be made to hang.
+
+    Healthy, it answers every request 200 "ok" on kept-alive connections; hung
+    (hang()), it still accepts connections and reads requests but answers
+    none, holding every connection open until heal() or close(): the outage
+    a breaker exists for (a stopped application behind a live socket).
+    While hung it counts the connections that brought it a request, new or
+    kept alive (`held`), and the requests (`held_requests`). `status` is the
+    healthy answer's status (200).
+    """
+
+    def __init__(self, port=None):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port or 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.hung = False
+        self.hung_since = None
+        self.held = 0
+        self.held_requests = 0
+        self.served = 0
+        self.status = 200
+        self._lock = threading.Lock()
+        self._conns = set()
+        self._stop = False
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with self._lock:
+                self._conns.add(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        buf = b""
+        counted = False
+        c.settimeout(0.2)
+        try:
+            while not self._stop:
+                while b"\r\n\r\n" not in buf and not self._stop:
+                    try:
+                        d = c.recv(65536)
+                    except socket.timeout:
+                        if self.hung is False and counted:
+                            return      # healed: the held connection is dropped
+                        continue
+                    if not d:
+                        return
+                    buf += d
+                if self._stop:
+                    return
+                buf = buf.split(b"\r\n\r\n", 1)[1]   # GET: no body
+                with self._lock:
+                    hung = self.hung
+                    if hung:
+                        self.held_requests += 1
+                        if not counted:
+                            self.held += 1
+                            counted = True
+                    else:
+                        self.served += 1
+                if not hung:
+                    c.sendall(b"HTTP/1.1 %d X\r\nContent-Length: 3\r\n"
+                              b"Content-Type: text/plain\r\n\r\nok\n" % self.status)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(c)
+            c.close()
+
+    def hang(self):
+        """From now on no request is answered; the counts start at 0.
+        Returns the time.monotonic() of the change."""
+        with self._lock:
+            self.held = 0
+            self.held_requests = 0
+            self.hung = True
+            self.hung_since = time.monotonic()
+        return self.hung_since
+
+    def heal(self):
+        """Answers again; the connections it held are closed."""
+        with self._lock:
+            self.hung = False
+        return time.monotonic()
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
