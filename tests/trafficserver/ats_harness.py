@@ -507,3 +507,78 @@ class HangingOrigin:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def hang_trial(port, host, origin, clients=4, warm_s=3.0, hang_s=50.0, recover_s=40.0,
+               path="/"):
+    """AT8's trial: `clients` threads in a closed loop of GETs through
+    Traffic Server (port, Host: host) to `origin`, a HangingOrigin: healthy
+    for warm_s, hung for hang_s, then healthy until a request gets 200
+    again (at most recover_s). A client pauses 20 ms after an answer other
+    than 200 (2 ms after a 200), so steady traffic, not a flood of 503s.
+    Returns the figures (times in s from the hang, latencies in ms):
+      open_after_s            first 503 with Retry-After, from the hang
+      origin_connections      connections the origin held during the hang
+      origin_requests         requests it got during the hang
+      fast_503, fast_503_p50_ms, fast_503_p99_ms, fast_503_max_ms
+                              the 503s with Retry-After from the opening to
+                              the end of the hang, and their latency
+      statuses                answers to requests started during the hang
+      longest_wait_s          the longest request started during the hang
+      healthy_200             200s before the hang
+      recovered_after_s       first 200 of a request started after the heal
+    and the raw requests (start, end, status, Retry-After) as "requests",
+    start and end relative to the hang."""
+    res = []
+    stop = threading.Event()
+
+    def client():
+        while not stop.is_set():
+            t = time.monotonic()
+            try:
+                s, h, _ = http_get(port, path, host=host, timeout_s=120)
+                ra = h.get("retry-after")
+            except Exception:  # noqa: BLE001 (refused, reset, timed out)
+                s, ra = None, None
+            res.append((t, time.monotonic(), s, ra))
+            time.sleep(0.002 if s == 200 else 0.02)
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for th in threads:
+        th.start()
+    first_ok = None
+    try:
+        time.sleep(warm_s)
+        t0 = origin.hang()
+        time.sleep(hang_s)
+        held, held_req = origin.held, origin.held_requests
+        t_heal = origin.heal()
+        deadline = time.monotonic() + recover_s
+        while first_ok is None and time.monotonic() < deadline:
+            first_ok = next((r[1] for r in list(res) if r[0] >= t_heal and r[2] == 200), None)
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(130)
+    opened = [r for r in res if r[0] >= t0 and r[2] == 503 and r[3] is not None]
+    t_open = min((r[1] for r in opened), default=None)
+    hang = [r for r in res if t0 <= r[0] < t0 + hang_s]
+    fast = [r for r in hang if t_open is not None and r[0] >= t_open and r[2] == 503
+            and r[3] is not None]
+    lat = sorted(1000 * (r[1] - r[0]) for r in fast)
+    statuses = {}
+    for r in hang:
+        statuses[str(r[2])] = statuses.get(str(r[2]), 0) + 1
+    pick = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None  # noqa: E731
+    return {
+        "clients": clients, "hang_s": hang_s,
+        "open_after_s": round(t_open - t0, 3) if t_open is not None else None,
+        "origin_connections": held, "origin_requests": held_req,
+        "fast_503": len(fast), "fast_503_p50_ms": pick(0.5), "fast_503_p99_ms": pick(0.99),
+        "fast_503_max_ms": round(lat[-1], 2) if lat else None,
+        "statuses": statuses,
+        "longest_wait_s": round(max((r[1] - r[0] for r in hang), default=0), 3),
+        "healthy_200": sum(1 for r in res if r[0] < t0 and r[2] == 200),
+        "recovered_after_s": round(first_ok - t_heal, 3) if first_ok is not None else None,
+        "requests": [(round(r[0] - t0, 4), round(r[1] - t0, 4), r[2], r[3]) for r in res],
+    }
