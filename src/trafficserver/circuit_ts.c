@@ -5,7 +5,7 @@
  *
  * An adapter beside the core, like the presets: it calls only the public API
  * (<circuit.h>, <circuit_presets.h>, <circuit_prometheus.h>) and Traffic
- * Server's plugin API (ts/ts.h, ts/remap.h, 9.2). Rule ids (AT1-AT6) are
+ * Server's plugin API (ts/ts.h, ts/remap.h, 9.2). Rule ids (AT1-AT9) are
  * defined in docs/CONTRACT.md; the operator's guide is docs/TRAFFICSERVER.md.
  *
  * The plugin is loaded twice over by one process and must be:
@@ -37,14 +37,17 @@
  *     instance creation and deletion; one mutex guards it. None of these
  *     runs per request.
  *
- * Per request (AT2, AT3): circuit_allow in TSRemapDoRemap, before the origin
- * request. Rejected: status 503 set in the remap step (Traffic Server then
+ * Per request (AT2, AT3, AT7): circuit_allow in TSRemapDoRemap, before the
+ * origin request; admitted, the transaction gets its origin deadlines there
+ * (set_origin_deadlines: timeout=, a probe's inside probe-timeout, no
+ * connect retry). Rejected: status 503 set in the remap step (Traffic Server then
  * answers without contacting the origin) with a body naming the state, and
  * Retry-After (circuit_retry_after_s) added when the response header is
  * sent, unless isolated. Admitted: the ticket lives in a small per-
  * transaction struct (a transaction user argument) and is settled exactly
  * once, whichever hook sees the outcome first:
- *     READ_RESPONSE_HDR   the origin's status, through the classifier
+ *     READ_RESPONSE_HDR   the origin's status, through the classifier, or a
+ *                         failure when later than slow=
  *     TXN_CLOSE           no origin response: a server state that says why
  *                         (connect error / timeouts) counts as a failure;
  *                         otherwise (client gone, no origin outcome)
@@ -129,7 +132,7 @@ typedef struct rule_params {
     int window, probes;
     int64_t open_for_ns, open_for_max_ns, probe_timeout_ns;
     int64_t timeout_ns;         /* origin connect and no-activity timeouts (AT3) */
-    int64_t slow_ns;            /* first byte later than this: a failure (AT7); 0: off */
+    int64_t slow_ns;            /* response header later than this: a failure (AT7); 0: off */
     double jitter;
     int n_ranges;               /* 0: the preset HTTP classifier */
     status_range ranges[MAX_STATUS_RANGES];
