@@ -33,12 +33,18 @@ Processes come from tests/trafficserver/ats_harness.py and are stopped by
 the pid it started. Timing is reported, never asserted: exit 0 unless the
 run failed (1) or a tool is missing (77).
 
-usage: overhead_ab.py --plugin circuit.so --out DIR [--pairs 8] [--round-s 5]
+On a machine shared with other work a round's figures move by tens of per
+cent; many short pairs and the median of their ratios (with its bootstrap
+interval) are what can be read, and the least CPU time per request of
+each arm (the least disturbed round) is given too.
+
+usage: overhead_ab.py --plugin circuit.so --out DIR [--pairs 20] [--round-s 3]
 """
 
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -71,11 +77,64 @@ def wrk_run(port, a, out):
     return int(m.group(1)), float(p99.group(1)) * scale, int(non2xx.group(1)) if non2xx else 0
 
 
-def spread(xs):
+def profile(ts, line, a, out, arm):
+    """One round on `line` under `perf record -e cpu-clock` (a software
+    clock: no hardware counters needed) on traffic_server: the shares of its
+    CPU time in circuit.so and in Traffic Server's plugin-API code
+    (e2e_report.py's api_share). None when perf is missing or refused."""
+    sys.path.insert(0, str(HERE))
+    import e2e_report   # noqa: E402
+    if shutil.which("perf") is None:
+        return None
+    reload_and_wait(ts, line)
+    data = out / f"perf-{arm}.data"
+    secs = 2 * a.round_s
+    w = subprocess.Popen(["wrk", f"-t{a.wrk_threads}", f"-c{a.connections}", f"-d{secs + 2}s",
+                          "-H", "Host: ab", f"http://127.0.0.1:{ts.port}/"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        r = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "4000", "-p",
+                            str(ts.server_pid), "-o", str(data), "--", "sleep", str(secs)],
+                           capture_output=True, text=True, timeout=secs + 60)
+        if r.returncode != 0:
+            print("perf record failed: " + r.stderr.strip()[-300:])
+            return None
+        r = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort",
+                            "dso,sym", "--stdio", "-g", "none", "--percent-limit", "0.01"],
+                           capture_output=True, text=True, timeout=120)
+        (out / f"perf-{arm}.txt").write_text(r.stdout)
+    finally:
+        if w.poll() is None:
+            w.kill()
+        w.wait()
+        data.unlink(missing_ok=True)
+    samples, rows = e2e_report.parse_perf(r.stdout)
+    return {"samples": samples,
+            "circuit_so_pct": round(sum(p for p, dso, _ in rows if dso == "circuit.so"), 2),
+            "plugin_api_pct": round(e2e_report.api_share(rows), 2)}
+
+
+def reload_and_wait(ts, line):
+    loads = ts.diags().count("remap.config finished loading")
+    ts.reload([line])
+    deadline = time.monotonic() + 30
+    while ts.diags().count("remap.config finished loading") <= loads:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the reload was not applied")
+        time.sleep(0.1)
+
+
+def spread(xs, seed=1):
+    """Median, min, max, quartiles, and a 95 % bootstrap interval of the
+    median (2000 resamples, fixed seed: the same data gives the same
+    interval)."""
     xs = sorted(xs)
     q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    rnd = random.Random(seed)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(2000))
     return {"median": statistics.median(xs), "min": xs[0], "max": xs[-1],
-            "q1": q[0], "q3": q[2], "n": len(xs)}
+            "q1": q[0], "q3": q[2], "ci95": [meds[50], meds[1949]], "n": len(xs)}
 
 
 def main():
@@ -83,12 +142,14 @@ def main():
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--harness", default=str(HERE.parent.parent / "tests" / "trafficserver"))
-    ap.add_argument("--pairs", type=int, default=8, help="on/off pairs, at least 5")
-    ap.add_argument("--round-s", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=20, help="on/off pairs, at least 5")
+    ap.add_argument("--round-s", type=int, default=3)
     ap.add_argument("--settle-s", type=float, default=1.0)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--wrk-threads", type=int, default=1)
     ap.add_argument("--ts-threads", type=int, default=2)
+    ap.add_argument("--no-profile", action="store_true",
+                    help="no perf profile round per arm after the A/B rounds")
     ap.add_argument("--test-retries", action="store_true",
                     help="the tests' origin settings (no connect retry) instead of the package's")
     a = ap.parse_args()
@@ -123,24 +184,12 @@ def main():
             hz = os.sysconf("SC_CLK_TCK")
             # warm up: both forms once, untimed
             for line in (on, off):
-                loads = ts.diags().count("remap.config finished loading")
-                ts.reload([line])
-                deadline = time.monotonic() + 30
-                while ts.diags().count("remap.config finished loading") <= loads:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the reload was not applied")
-                    time.sleep(0.1)
+                reload_and_wait(ts, line)
                 wrk_run(ts.port, argparse.Namespace(**{**vars(a), "round_s": 2}),
                         out / "warmup.txt")
             for i in range(2 * a.pairs):
                 arm = ("on", "off", "off", "on")[i % 4]
-                loads = ts.diags().count("remap.config finished loading")
-                ts.reload([on if arm == "on" else off])
-                deadline = time.monotonic() + 30
-                while ts.diags().count("remap.config finished loading") <= loads:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the reload was not applied")
-                    time.sleep(0.1)
+                reload_and_wait(ts, on if arm == "on" else off)
                 time.sleep(a.settle_s)
                 c0, t0 = cpu_ticks(pid), time.monotonic()
                 n, p99, bad = wrk_run(ts.port, a, out / f"wrk-{i + 1:02d}-{arm}.txt")
@@ -152,6 +201,8 @@ def main():
                 print("round %2d %-3s %7d req  %8.0f req/s  p99 %6.2f ms  CPU %.2f s  %.2f us/req"
                       % (r["round"], arm, n, r["rps"], p99, r["cpu_s"], r["cpu_us_per_req"]),
                       flush=True)
+            prof = None if a.no_profile else {arm: profile(ts, line, a, out, arm)
+                                              for arm, line in (("on", on), ("off", off))}
     pairs = []
     for k in range(a.pairs):
         x, y = rounds[2 * k], rounds[2 * k + 1]
@@ -171,7 +222,8 @@ def main():
            "origin_settings": "tests (no retry)" if a.test_retries else "package (3 retries)",
            "pairs": a.pairs, "round_s": a.round_s, "connections": a.connections,
            "wrk_threads": a.wrk_threads, "ts_threads": a.ts_threads, "rounds": rounds,
-           "ratios_per_pair": pairs, "ratios": summary, "medians_per_arm": per_arm}
+           "ratios_per_pair": pairs, "ratios": summary, "medians_per_arm": per_arm,
+           "profile": prof}
     (out / "overhead_ab.json").write_text(json.dumps(res, indent=1) + "\n")
     lines = [
         "# circuit.so overhead, A/B in one run",
@@ -183,14 +235,34 @@ def main():
         "",
         "on: `%s`" % res["rule_on"],
         "",
-        "| ratio on/off, per pair | median | min | max | IQR |",
-        "| --- | --: | --: | --: | --: |",
+        "| ratio on/off, per pair | median | 95 % interval of the median | min | max | IQR |",
+        "| --- | --: | --: | --: | --: | --: |",
     ]
     for k, what in (("cpu", "traffic_server CPU time per request"), ("rps", "requests/s"),
                     ("p99", "p99 latency")):
         s = summary[k]
-        lines.append("| %s | %.3f | %.3f | %.3f | %.3f-%.3f |"
-                     % (what, s["median"], s["min"], s["max"], s["q1"], s["q3"]))
+        lines.append("| %s | %.3f | %.3f-%.3f | %.3f | %.3f | %.3f-%.3f |"
+                     % (what, s["median"], s["ci95"][0], s["ci95"][1], s["min"], s["max"],
+                        s["q1"], s["q3"]))
+    least = {arm: min(r["cpu_us_per_req"] for r in rounds if r["arm"] == arm)
+             for arm in ("on", "off")}
+    res["least_cpu_us_per_req"] = least
+    (out / "overhead_ab.json").write_text(json.dumps(res, indent=1) + "\n")
+    lines += ["", "Least CPU time per request of any round (the least disturbed): on %.2f us, "
+              "off %.2f us, ratio %.3f." % (least["on"], least["off"], least["on"] / least["off"])]
+    if prof and prof.get("on") and prof.get("off"):
+        pon, poff = prof["on"], prof["off"]
+        lines += ["", "Profile (`perf record -e cpu-clock`, one round of %d s per arm, %s / %s "
+                  "samples): traffic_server's CPU time in circuit.so %.2f %%; in Traffic "
+                  "Server's plugin-API code (hook dispatch, transaction arguments, TS* calls, "
+                  "malloc/free) %.2f %% with the plugin, %.2f %% without: the plugin costs "
+                  "about %.2f %% of traffic_server's CPU time, a CPU-per-request ratio of "
+                  "about %.3f."
+                  % (2 * a.round_s, pon["samples"], poff["samples"], pon["circuit_so_pct"],
+                     pon["plugin_api_pct"], poff["plugin_api_pct"],
+                     pon["circuit_so_pct"] + pon["plugin_api_pct"] - poff["plugin_api_pct"],
+                     1 / (1 - (pon["circuit_so_pct"] + pon["plugin_api_pct"]
+                               - poff["plugin_api_pct"]) / 100))]
     lines += ["", "| arm (median of rounds) | requests/s | p99 ms | CPU us/request |",
               "| --- | --: | --: | --: |"]
     for arm in ("on", "off"):

@@ -752,11 +752,14 @@ static bool is_current(const rule *r)
 /* Global part: operator messages (AT5), the metrics task (AT4)              */
 /* ------------------------------------------------------------------------ */
 
+static void read_retry_configs(void);
+
 static int metrics_task(TSCont contp, TSEvent event, void *edata)
 {
     (void)contp;
     (void)event;
     (void)edata;
+    read_retry_configs();
     pthread_mutex_lock(&registry_mu);
     for (rule *r = registry; r; r = r->next) {
         if (is_current(r)) {
@@ -841,6 +844,7 @@ void TSPluginInit(int argc, const char *argv[])
         return;
     }
     TSLifecycleHookAdd(TS_LIFECYCLE_MSG_HOOK, TSContCreate(operator_msg, NULL));
+    read_retry_configs();
     TSCont task = TSContCreate(metrics_task, TSMutexCreate());
     TSContScheduleEveryOnPool(task, 1000, TS_THREAD_POOL_TASK);
     global_init_done = true;
@@ -888,24 +892,43 @@ static int64_t now_ns(void)
  * these per-transaction settings), at most `probe-timeout` for a probe so
  * that no probe outlives its slot, and no connect retry: a retried hang
  * would multiply the client's wait and the origin's connections, and the
- * breaker counts one result per transaction. The retry settings are only
- * written when Traffic Server's value is not already 0 (a write copies the
- * transaction's configuration).
+ * breaker counts one result per transaction. The retry settings are written
+ * only when Traffic Server's own are not 0 (a write copies the transaction's
+ * configuration); retry_configs holds those, read by the metrics task once a
+ * second (records.config and traffic_ctl config set change them), so that
+ * a transaction reads one word instead of calling Traffic Server twice.
  */
+static const struct {
+    TSOverridableConfigKey key;
+    const char *name;
+} retry_keys[] = {
+    {TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES, "proxy.config.http.connect_attempts_max_retries"},
+    {TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES_DEAD_SERVER,
+     "proxy.config.http.connect_attempts_max_retries_dead_server"},
+};
+#define N_RETRY_KEYS (sizeof retry_keys / sizeof retry_keys[0])
+static int retry_configs;       /* bit i: retry_keys[i] is not 0 (relaxed atomic) */
+
+static void read_retry_configs(void)
+{
+    int bits = 0;
+    for (size_t i = 0; i < N_RETRY_KEYS; i++) {
+        TSMgmtInt v = 1;   /* unknown: assume a retry, and write 0 */
+        if (TSMgmtIntGet(retry_keys[i].name, &v) != TS_SUCCESS || v != 0)
+            bits |= 1 << i;
+    }
+    __atomic_store_n(&retry_configs, bits, __ATOMIC_RELAXED);
+}
+
 static void set_origin_deadlines(TSHttpTxn txn, const rule *r, bool probe)
 {
     int ms = probe ? r->probe_deadline_ms : r->deadline_ms;
     TSHttpTxnConnectTimeoutSet(txn, ms);
     TSHttpTxnNoActivityTimeoutSet(txn, ms);
-    static const TSOverridableConfigKey retries[] = {
-        TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES,
-        TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES_DEAD_SERVER,
-    };
-    for (size_t i = 0; i < sizeof retries / sizeof retries[0]; i++) {
-        TSMgmtInt v;
-        if (TSHttpTxnConfigIntGet(txn, retries[i], &v) == TS_SUCCESS && v != 0)
-            TSHttpTxnConfigIntSet(txn, retries[i], 0);
-    }
+    int bits = __atomic_load_n(&retry_configs, __ATOMIC_RELAXED);
+    for (size_t i = 0; bits != 0 && i < N_RETRY_KEYS; i++)
+        if (bits & (1 << i))
+            TSHttpTxnConfigIntSet(txn, retry_keys[i].key, 0);
 }
 
 static void settle(txn_state *st, int result)
