@@ -477,7 +477,7 @@ def AT4_AT5_log_metrics_and_operator_control(work):
 
 def AT4_breakers_beyond_the_metrics_table(work):
     """More breakers than Traffic Server's records table holds metrics for
-    (2 500 entries by default, 13 per breaker): the rest still work, are in
+    (2 500 entries by default, 14 per breaker): the rest still work, are in
     the Prometheus exposition, and the log says they have no metrics (9.2
     hands out an id it cannot set; setting it crashed the server)."""
     with Nginx(work / "nginx") as origin:
