@@ -24,6 +24,12 @@ the plugin, in one invocation:
                   isolated  healthy; `traffic_ctl plugin msg circuit
                             "isolate e2e"` at its start
                   reset     healthy; `... "reset e2e"` at its start
+                then (full run; --at8 / --no-at8) the AT8 trial on the same
+                Traffic Server: a rule with the README's example parameters
+                (arm off: the same map without the plugin) in front of an
+                origin in this process that hangs for 50 s, 4 clients
+                (tests/trafficserver/ats_harness.py hang_trial): time to
+                open, fast 503s, origin connections, recovery
 
 This script only orchestrates and collects raw data in OUT/ (overhead.json,
 run-on/, run-off/: phases.json, wrk-*.txt, Traffic Server's access log
@@ -49,6 +55,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -321,7 +328,7 @@ def breaker_params(a):
             f"window={a.window}", f"probes={a.probes}", f"successes={a.close_after}",
             f"open-for={a.open_for_ms}ms", f"open-for-max={a.open_for_max_ms}ms",
             f"jitter={a.jitter}", f"probe-timeout={a.probe_timeout_ms}ms",
-            "failure-status=500-599"]
+            f"timeout={a.origin_timeout_s}s", "failure-status=500-599"]
 
 
 def remap_lines(arm, plugin, port, a):
@@ -499,6 +506,37 @@ def run_scenario(arm, ts, up, a, out, durations):
     return R
 
 
+def readme_rule_params():
+    """The @pparam words of the README's example remap line (AT8's rule)."""
+    text = (HERE.parent.parent / "README.md").read_text()
+    m = re.search(r"^map http://shop\.example/ \S+ @plugin=circuit\.so (.*)$", text, re.M)
+    if not m:
+        raise Failure("README.md has no example line 'map http://shop.example/ ...'")
+    return re.findall(r"@pparam=(\S+)", m.group(1))
+
+
+def at8_trial(arm, ts, plugin, a, R):
+    """AT8 on this arm's Traffic Server: a new rule (Host: at8) in front of a
+    HangingOrigin, added by a reload (the scenario's breaker is kept, AT6);
+    figures and raw requests to R/at8.json."""
+    h = ts.h
+    params = readme_rule_params()
+    with h.HangingOrigin() as origin:
+        line = f"map http://at8/ http://127.0.0.1:{origin.port}/"
+        if arm == "on":
+            line += f" @plugin={plugin} " + " ".join("@pparam=" + p for p in params)
+        loads = ts.diags().count("remap.config finished loading")
+        ts.reload(ts.remap + [line])
+        if not wait_for(lambda: ts.diags().count("remap.config finished loading") > loads, 40):
+            raise Failure("the reload adding the AT8 rule was not applied")
+        log(f"run '{arm}': AT8 trial: 4 clients, origin healthy 3 s, hung 50 s, healthy again")
+        fig = h.hang_trial(ts.port, "at8", origin, path="/at8")
+    fig["rule"] = ([] if arm == "off" else params)
+    (R / "at8.json").write_text(json.dumps(fig) + "\n")
+    log(f"run '{arm}': AT8: opened after {fig['open_after_s']} s, {fig['fast_503']} fast 503s, "
+        f"{fig['origin_connections']} origin connections in 50 s")
+
+
 def collect(arm, ts, up, R):
     """Copies the logs into the run folder (after Traffic Server stopped)."""
     for src, dst in ((ts.access_log, "ts-access.log"), (ts.log / "diags.log", "diags.log"),
@@ -648,9 +686,14 @@ def main(argv):
     ap.add_argument("--no-profile", action="store_true",
                     help="no perf profile of traffic_server after the overhead rounds")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (OUT/work)")
+    ap.add_argument("--at8", dest="at8", action="store_true", default=None,
+                    help="run the AT8 trial after the phases (default: in the full run)")
+    ap.add_argument("--no-at8", dest="at8", action="store_false",
+                    help="no AT8 trial (the default with --quick; ctest AT8_... runs it)")
     ap.add_argument("--deadline-s", type=int, default=None,
                     help="stop everything and fail after this many seconds (default 240, "
-                         "full run 600): inside ctest's TIMEOUT, whose kill would leave "
+                         "full run 600, 840 with the AT8 trial): inside ctest's TIMEOUT, "
+                         "whose kill would leave "
                          "Traffic Server and nginx running")
     a = ap.parse_args(argv)
 
@@ -668,6 +711,8 @@ def main(argv):
         a.overhead_s = a.overhead_s or 2
     if a.open_for_max_ms < a.open_for_ms:
         ap.error("--open-for-max-ms must be >= --open-for-ms")
+    if a.at8 is None:
+        a.at8 = not a.quick
 
     miss = missing_tools(a)
     if miss:
@@ -695,7 +740,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(a.deadline_s or (240 if a.quick else 600))
+    signal.alarm(a.deadline_s or (240 if a.quick else (840 if a.at8 else 600)))
 
     h = import_harness(a.harness)
     TS = make_ts_class(h)
@@ -734,6 +779,8 @@ def main(argv):
         runs = {}
         for arm in ("on", "off"):
             runs[arm] = run_scenario(arm, tss[arm], ups[arm], a, out, durations)
+            if a.at8:
+                at8_trial(arm, tss[arm], plugin, a, runs[arm])
             tss[arm].stop()
             ups[arm].stop()
             collect(arm, tss[arm], ups[arm], runs[arm])
@@ -741,6 +788,7 @@ def main(argv):
             "started": started, "quick": a.quick, "phase_seconds": durations,
             "phases": PHASES, "wrk_threads": a.wrk_threads, "connections": a.connections,
             "ts_threads": a.ts_threads, "origin_timeout_s": a.origin_timeout_s,
+            "at8": a.at8, "breaker_name": BREAKER,
             "breaker": {"window": a.window, "probes": a.probes, "min_results": a.min_results,
                         "ratio": a.ratio, "close_after": a.close_after,
                         "open_for_ms": a.open_for_ms, "open_for_max_ms": a.open_for_max_ms,

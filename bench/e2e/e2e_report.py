@@ -253,6 +253,8 @@ def load_run(rdir, arm, meta, bucket_s):
     year = time.localtime(t0).tm_year
     trans = []
     for x in parse_transitions(read_text(os.path.join(rdir, "diags.log")), year):
+        if x["breaker"] != meta.get("breaker_name", x["breaker"]):
+            continue   # the AT8 trial's breaker
         i = phase_of(x["t"])
         x.update(phase=marks[i]["phase"] if i >= 0 else "before",
                  t_s=x["t"] - t0, t_phase_s=x["t"] - mt[max(i, 0)])
@@ -304,7 +306,8 @@ def load_run(rdir, arm, meta, bucket_s):
             "bands": bands, "end_s": t_end - t0, "rejected_total": rejected_total,
             "metrics_text": metrics_text,
             "metrics": parse_prometheus(metrics_text) if metrics_text else [],
-            "ctl_circuit": read_text(os.path.join(rdir, "ctl-circuit.txt"))}
+            "ctl_circuit": read_text(os.path.join(rdir, "ctl-circuit.txt")),
+            "at8": json.loads(read_text(os.path.join(rdir, "at8.json")) or "null")}
 
 
 _PERF_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*$")
@@ -606,6 +609,24 @@ def run_checks(meta, on, off, overhead, promtool):
     c.add("traffic_ctl metric match plugin.circuit lists the breaker's metrics",
           "plugin.circuit.e2e.admitted" in on["ctl_circuit"],
           f"{len(on['ctl_circuit'].splitlines())} lines")
+    if meta.get("at8"):
+        x, y = on.get("at8"), off.get("at8")
+        c.add("AT8 trial ran in both arms", bool(x) and bool(y), f"on {bool(x)}, off {bool(y)}")
+        if x:
+            c.add("AT8 (on): the README's rule opens within 45 s of the hang",
+                  x["open_after_s"] is not None and x["open_after_s"] <= 45,
+                  f"opened after {x['open_after_s']} s")
+            c.add("AT8 (on): then 503 + Retry-After at once (each < 1 s)",
+                  x["fast_503"] > 0 and x["fast_503_max_ms"] < 1000,
+                  f"{x['fast_503']} fast 503s, p50 {x['fast_503_p50_ms']} ms, "
+                  f"max {x['fast_503_max_ms']} ms")
+            c.add("AT8 (on): the origin held at most 60 connections in 50 s",
+                  x["origin_connections"] <= 60, f"{x['origin_connections']} connections")
+            c.add("AT8 (on): a 200 again once the origin heals",
+                  x["recovered_after_s"] is not None, f"after {x['recovered_after_s']} s")
+        if y:
+            c.add("AT8 (off): no plugin 503 without the plugin", y["fast_503"] == 0,
+                  f"{y['fast_503']}")
     return c
 
 
@@ -858,6 +879,26 @@ def write_markdown(meta, runs, overhead, checks, promtool):
                 f"{'' if t['open_for_s'] is None else format(t['open_for_s'], '.3f')} |")
         add("")
 
+    if any(r.get("at8") for r in runs.values()):
+        add("### AT8: an origin that accepts and never answers, 4 clients\n")
+        add("The origin healthy for 3 s, then hung for 50 s, then healthy again; arm on: "
+            "the README's rule (`" + " ".join((runs.get("on") or {}).get("at8", {}).get("rule", []))
+            + "`); arm off: the same map without the plugin (Traffic Server's own timeouts of "
+            f"{meta['origin_timeout_s']} s, no retry).\n")
+        add("| arm | opened after s | origin connections in 50 s | fast 503s | their p50 / p99 "
+            "/ max ms | answers during the hang | longest wait s | first 200 after the heal s |")
+        add("|---|---:|---:|---:|---|---|---:|---:|")
+        for r in ("on", "off"):
+            x = (runs.get(r) or {}).get("at8")
+            if not x:
+                continue
+            st = ", ".join(f"{k}: {v}" for k, v in sorted(x["statuses"].items()))
+            add(f"| {r} | {x['open_after_s'] if x['open_after_s'] is not None else '-'} | "
+                f"{x['origin_connections']} | {x['fast_503']} | {x['fast_503_p50_ms']} / "
+                f"{x['fast_503_p99_ms']} / {x['fast_503_max_ms']} | {st} | "
+                f"{x['longest_wait_s']} | {x['recovered_after_s']} |")
+        add("")
+
     if checks is not None:
         add(f"### Checks: {len(checks.items) - checks.failed} of {len(checks.items)} pass\n")
         for it in checks.items:
@@ -894,6 +935,8 @@ def write_json(path, meta, runs, overhead, checks, promtool):
                              for k, v in t.items()} for t in run["transitions"]],
             "metrics": [{"name": n, "labels": lb, "value": v} for n, lb, v in run["metrics"]],
         }
+        if run.get("at8"):
+            doc["runs"][r]["at8"] = {k: v for k, v in run["at8"].items() if k != "requests"}
         if r == "on":
             doc["runs"][r]["promtool"] = {"pass": promtool[0], "detail": promtool[1]}
     with open(path, "w", encoding="utf-8") as f:

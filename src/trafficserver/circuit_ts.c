@@ -5,7 +5,7 @@
  *
  * An adapter beside the core, like the presets: it calls only the public API
  * (<circuit.h>, <circuit_presets.h>, <circuit_prometheus.h>) and Traffic
- * Server's plugin API (ts/ts.h, ts/remap.h, 9.2). Rule ids (AT1-AT6) are
+ * Server's plugin API (ts/ts.h, ts/remap.h, 9.2). Rule ids (AT1-AT9) are
  * defined in docs/CONTRACT.md; the operator's guide is docs/TRAFFICSERVER.md.
  *
  * The plugin is loaded twice over by one process and must be:
@@ -37,14 +37,17 @@
  *     instance creation and deletion; one mutex guards it. None of these
  *     runs per request.
  *
- * Per request (AT2, AT3): circuit_allow in TSRemapDoRemap, before the origin
- * request. Rejected: status 503 set in the remap step (Traffic Server then
+ * Per request (AT2, AT3, AT7): circuit_allow in TSRemapDoRemap, before the
+ * origin request; admitted, the transaction gets its origin deadlines there
+ * (set_origin_deadlines: timeout=, a probe's inside probe-timeout, no
+ * connect retry). Rejected: status 503 set in the remap step (Traffic Server then
  * answers without contacting the origin) with a body naming the state, and
  * Retry-After (circuit_retry_after_s) added when the response header is
  * sent, unless isolated. Admitted: the ticket lives in a small per-
  * transaction struct (a transaction user argument) and is settled exactly
  * once, whichever hook sees the outcome first:
- *     READ_RESPONSE_HDR   the origin's status, through the classifier
+ *     READ_RESPONSE_HDR   the origin's status, through the classifier, or a
+ *                         failure when later than slow=
  *     TXN_CLOSE           no origin response: a server state that says why
  *                         (connect error / timeouts) counts as a failure;
  *                         otherwise (client gone, no origin outcome)
@@ -74,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "circuit.h"
@@ -102,13 +106,14 @@ enum stat_field {
     ST_TRANSITIONS,
     ST_WINDOW_SUCCESSES,
     ST_WINDOW_FAILURES,
+    ST_SLOW,
     ST_COUNT
 };
 
 static const char *const stat_suffix[ST_COUNT] = {
     "state",     "generation", "admitted",  "rejected",    "successes",
     "failures",  "ignored",    "late",      "released",    "timed_out",
-    "transitions", "window_successes", "window_failures",
+    "transitions", "window_successes", "window_failures", "slow",
 };
 
 typedef struct status_range {
@@ -126,6 +131,8 @@ typedef struct rule_params {
     int64_t successes;          /* probe successes in a row that close */
     int window, probes;
     int64_t open_for_ns, open_for_max_ns, probe_timeout_ns;
+    int64_t timeout_ns;         /* origin connect and no-activity timeouts (AT3) */
+    int64_t slow_ns;            /* response header later than this: a failure (AT7); 0: off */
     double jitter;
     int n_ranges;               /* 0: the preset HTTP classifier */
     status_range ranges[MAX_STATUS_RANGES];
@@ -145,6 +152,10 @@ typedef struct rule {
     circuit_failure_rate rate;
     circuit_backoff_exponential backoff;
     int stat[ST_COUNT];
+    int deadline_ms, probe_deadline_ms;   /* set_origin_deadlines */
+    uint64_t slow;              /* slow responses (AT7); relaxed atomic adds */
+    bool shares_name;           /* not its name's first rule: leaves the name's Traffic
+                                   Server metrics to that one (relaxed atomic) */
 } rule;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -161,6 +172,7 @@ static TSCont txn_cont;         /* the per-transaction hooks (stateless) */
 typedef struct txn_state {
     circuit_ticket ticket;
     rule *r;
+    int64_t admitted_at;        /* CLOCK_MONOTONIC ns at admission, when slow= is set */
     bool admitted;              /* the ticket is live until settled */
     bool settled;
     unsigned hooks;             /* HOOK_* bits: the hooks added so far */
@@ -299,13 +311,33 @@ static void fmt_duration(char *buf, size_t len, int64_t ns)
     snprintf(buf, len, "%" PRId64 "ns", ns);
 }
 
+/* The parameters a rule knows; each may be given once (AT9). */
+static const char *const known_keys[] = {
+    "name", "policy", "window", "probes", "successes", "open-for", "open-for-max",
+    "probe-timeout", "timeout", "slow", "jitter", "failure-status", "metrics",
+};
+#define N_KEYS (sizeof known_keys / sizeof known_keys[0])
+#define DEFAULT_TIMEOUT_NS CIRCUIT_S(5)
+/* Traffic Server 9.2 checks these timeouts once a second
+ * (proxy.config.net.inactivity_check_frequency, 1 by default), and a new
+ * origin connection is first checked 1 to 2 s after it opens: a deadline d
+ * fires between d and d + 1 s, and never before 1 s (measured: 1 s and 750
+ * ms deadlines fired 1.93-2.01 s after admission). A probe's deadline is set
+ * 1.25 s below probe-timeout, so that it fires before the probe's slot is
+ * freed (AT3), but never below half of probe-timeout; a probe-timeout below
+ * PROBE_TIMEOUT_KEPT_NS cannot be kept, and the rule is warned about. */
+#define PROBE_DEADLINE_MARGIN_NS CIRCUIT_MS(1250)
+#define PROBE_TIMEOUT_KEPT_NS CIRCUIT_MS(2500)
+#define MAX_TIMEOUT_NS CIRCUIT_S(86400)
+
 /*
  * Parses the @pparam words into *p. Every bad parameter is named in ONE
- * message written to errbuf (AT1); returns false if there is any.
- * Defaults: window 100, probes 1, open-for 5s, probe-timeout 2s, successes =
- * probes, no open-for-max (a fixed open period), jitter 0, failure statuses
- * those of circuit_classify_http (500-599 and 429). name and policy are
- * required.
+ * message written to errbuf (AT1); a parameter given twice is one of them
+ * (AT9); returns false if there is any.
+ * Defaults: window 100, probes 1, open-for 5s, probe-timeout 3s, timeout 5s,
+ * successes = probes, no open-for-max (a fixed open period), jitter 0, no
+ * slow threshold, failure statuses those of circuit_classify_http (500-599
+ * and 429). name and policy are required.
  */
 static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, size_t errlen)
 {
@@ -315,13 +347,15 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
     p->window = 100;
     p->probes = 1;
     p->open_for_ns = CIRCUIT_S(5);
-    p->probe_timeout_ns = CIRCUIT_S(2);
+    p->probe_timeout_ns = CIRCUIT_S(3);
+    p->timeout_ns = DEFAULT_TIMEOUT_NS;
     p->successes = -1;          /* = probes unless given */
-    bool have_name = false, have_policy = false, have_max = false;
+    bool have_name = false, have_policy = false, have_max = false, have_timeout = false;
     const char *name_given = "?";
+    const char *seen[N_KEYS] = {0};   /* the word that first gave each key */
 
     for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "name=", 5) == 0)
+        if (strncmp(argv[i], "name=", 5) == 0 && strcmp(name_given, "?") == 0)
             name_given = argv[i] + 5;
         if (strcmp(argv[i], "metrics") == 0)
             p->metrics = true;
@@ -336,13 +370,24 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *eq = strchr(a, '=');
+        size_t klen = eq ? (size_t)(eq - a) : strlen(a);
+        size_t ki = 0;
+        while (ki < N_KEYS && !(strlen(known_keys[ki]) == klen && strncmp(a, known_keys[ki], klen) == 0))
+            ki++;
+        if (ki < N_KEYS) {
+            if (seen[ki] != NULL) {
+                err_add(&e, "%s given twice ('%s' and '%s'; each parameter at most once)",
+                        known_keys[ki], seen[ki], a);
+                continue;
+            }
+            seen[ki] = a;
+        }
         if (strcmp(a, "metrics") == 0)
             continue;
         if (eq == NULL) {
             err_add(&e, "'%s' (a parameter is name=value)", a);
             continue;
         }
-        size_t klen = (size_t)(eq - a);
         const char *v = eq + 1;
         int64_t iv;
         double dv;
@@ -387,6 +432,18 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
                         v);
             else
                 p->probe_timeout_ns = iv;
+        } else if (KEY("timeout")) {
+            have_timeout = true;
+            if (!parse_duration(v, &iv) || iv < CIRCUIT_MS(1) || iv > MAX_TIMEOUT_NS)
+                err_add(&e, "timeout=%s (must be a duration from 1ms to 24h with a unit: ns us ms "
+                        "s m h)", v);
+            else
+                p->timeout_ns = iv;
+        } else if (KEY("slow")) {
+            if (!parse_duration(v, &iv) || iv <= 0)
+                err_add(&e, "slow=%s (must be a duration > 0 with a unit: ns us ms s m h)", v);
+            else
+                p->slow_ns = iv;
         } else if (KEY("jitter")) {
             if (!parse_double(v, &dv) || !(dv >= 0.0 && dv < 1.0))
                 err_add(&e, "jitter=%s (must be in [0, 1))", v);
@@ -433,7 +490,7 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
             }
         } else {
             err_add(&e, "unknown parameter '%.*s' (known: name policy window probes successes "
-                    "open-for open-for-max probe-timeout jitter failure-status metrics)",
+                    "open-for open-for-max probe-timeout timeout slow jitter failure-status metrics)",
                     (int)klen, a);
         }
 #undef KEY
@@ -464,6 +521,13 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         err_add(&e, "jitter=%g (only with open-for-max: it cuts the doubling periods)", p->jitter);
     if (!have_max)
         p->open_for_max_ns = 0;
+    if (p->slow_ns > 0 && p->slow_ns >= p->timeout_ns) {
+        char a[32], b[32];
+        fmt_duration(a, sizeof a, p->slow_ns);
+        fmt_duration(b, sizeof b, p->timeout_ns);
+        err_add(&e, "slow=%s (must be less than timeout=%s%s: a response later than the "
+                "timeout is already a failure)", a, b, have_timeout ? "" : ", the default");
+    }
     return e.n == 0;
 }
 
@@ -473,10 +537,10 @@ static char *params_key(const rule_params *p)
     int n = snprintf(buf, sizeof buf,
                      "name=%s metrics=%d rate=%d ratio=%.17g min=%" PRId64 " fail=%" PRId64
                      " succ=%" PRId64 " window=%d probes=%d open=%" PRId64 " max=%" PRId64
-                     " pto=%" PRId64 " jitter=%.17g status=",
+                     " pto=%" PRId64 " timeout=%" PRId64 " slow=%" PRId64 " jitter=%.17g status=",
                      p->name, p->metrics, p->rate, p->ratio, p->min_results, p->failures,
                      p->successes, p->window, p->probes, p->open_for_ns, p->open_for_max_ns,
-                     p->probe_timeout_ns, p->jitter);
+                     p->probe_timeout_ns, p->timeout_ns, p->slow_ns, p->jitter);
     for (int i = 0; i < p->n_ranges && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d-%d,", p->ranges[i].lo, p->ranges[i].hi);
     return TSstrdup(buf);
@@ -513,6 +577,7 @@ static void stats_publish(const rule *r, const circuit_stats *s)
         [ST_TRANSITIONS] = (int64_t)s->transitions,
         [ST_WINDOW_SUCCESSES] = s->counts.successes,
         [ST_WINDOW_FAILURES] = s->counts.failures,
+        [ST_SLOW] = (int64_t)__atomic_load_n(&r->slow, __ATOMIC_RELAXED),
     };
     for (int i = 0; i < ST_COUNT; i++)
         if (r->stat[i] >= 0)
@@ -543,7 +608,8 @@ static void observe_transition(void *arg, void *call_ctx, const circuit_transiti
                circuit_state_name(t->to), t->generation, cause, open_part, t->counts.successes,
                t->counts.failures, t->counts.consecutive_failures, t->counts.timed_out);
     /* The metrics see the new state at once; the task refreshes the rest. */
-    if (r->stat[ST_STATE] >= 0 && r->stat[ST_GENERATION] >= 0) {
+    if (r->stat[ST_STATE] >= 0 && r->stat[ST_GENERATION] >= 0 &&
+        !__atomic_load_n(&r->shares_name, __ATOMIC_RELAXED)) {
         TSStatIntSet(r->stat[ST_STATE], t->to);
         TSStatIntSet(r->stat[ST_GENERATION], (int64_t)t->generation);
     }
@@ -598,6 +664,14 @@ static rule *rule_build(const rule_params *p, char *errbuf, size_t errlen)
         r->stat[i] = -1;
     if (p->metrics)
         return r;
+    /* whole milliseconds: the timeout rounded up, a probe's deadline down */
+    r->deadline_ms = (int)((p->timeout_ns + 999999) / 1000000);
+    int64_t probe_ns = p->probe_timeout_ns - PROBE_DEADLINE_MARGIN_NS;
+    if (probe_ns < p->probe_timeout_ns / 2)
+        probe_ns = p->probe_timeout_ns / 2;
+    if (probe_ns > p->timeout_ns)
+        probe_ns = p->timeout_ns;
+    r->probe_deadline_ms = probe_ns < 1000000 ? 1 : (int)(probe_ns / 1000000);
     circuit_spec spec = {
         .config = {.window = p->window, .probes = p->probes, .open_for_ns = p->open_for_ns,
                    .probe_timeout_ns = p->probe_timeout_ns},
@@ -646,31 +720,46 @@ static void rule_free(rule *r)
     TSfree(r);
 }
 
-/* A name's current rule: the one of the live remap.config (the latest load
- * that succeeded), the latest used if the name appears twice. Metrics and
- * log lines speak of it; a rule of a failed or of an older load is not
- * current (it lives on only while transactions or the old table use it).
- * Caller holds registry_mu. */
+/* A rule is live when it belongs to the live remap.config (the latest load
+ * that succeeded); a rule of a failed or of an older load lives on only
+ * while transactions or the old table use it. Two live rules may share a
+ * name with different parameters (two breakers, warned at load): their rank
+ * is their order in remap.config, 1 for the first. Caller holds
+ * registry_mu. */
+static bool is_live(const rule *r)
+{
+    return r->b != NULL && r->load_live == live_load;
+}
+
+static int name_rank(const rule *r)
+{
+    int k = 1;
+    for (const rule *o = registry; o; o = o->next)
+        if (o != r && is_live(o) && o->seq < r->seq && strcmp(o->p.name, r->p.name) == 0)
+            k++;
+    return k;
+}
+
+/* A name's current rule: its first live rule. Traffic Server's metrics and
+ * the operator's log lines speak of it; the Prometheus exposition shows
+ * every live rule, the k-th of a shared name as NAME#k. */
 static bool is_current(const rule *r)
 {
-    if (r->b == NULL || r->load_live != live_load)
-        return false;
-    for (const rule *o = registry; o; o = o->next)
-        if (o != r && o->b && o->load_live == live_load && o->seq > r->seq &&
-            strcmp(o->p.name, r->p.name) == 0)
-            return false;
-    return true;
+    return is_live(r) && name_rank(r) == 1;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Global part: operator messages (AT5), the metrics task (AT4)              */
 /* ------------------------------------------------------------------------ */
 
+static void read_retry_configs(void);
+
 static int metrics_task(TSCont contp, TSEvent event, void *edata)
 {
     (void)contp;
     (void)event;
     (void)edata;
+    read_retry_configs();
     pthread_mutex_lock(&registry_mu);
     for (rule *r = registry; r; r = r->next) {
         if (is_current(r)) {
@@ -755,6 +844,7 @@ void TSPluginInit(int argc, const char *argv[])
         return;
     }
     TSLifecycleHookAdd(TS_LIFECYCLE_MSG_HOOK, TSContCreate(operator_msg, NULL));
+    read_retry_configs();
     TSCont task = TSContCreate(metrics_task, TSMutexCreate());
     TSContScheduleEveryOnPool(task, 1000, TS_THREAD_POOL_TASK);
     global_init_done = true;
@@ -783,6 +873,62 @@ static int no_response_result(TSHttpTxn txn)
     default:
         return 0;
     }
+}
+
+/* The result a slow response settles with (AT7): a transport-like error,
+ * which both classifiers count as a failure. */
+#define RESULT_SLOW (-ETIME)
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The origin deadlines of an admitted transaction (AT3): connect and
+ * no-activity timeouts of `timeout` (milliseconds, Traffic Server's unit for
+ * these per-transaction settings), at most `probe-timeout` for a probe so
+ * that no probe outlives its slot, and no connect retry: a retried hang
+ * would multiply the client's wait and the origin's connections, and the
+ * breaker counts one result per transaction. The retry settings are written
+ * only when Traffic Server's own are not 0 (a write copies the transaction's
+ * configuration); retry_configs holds those, read by the metrics task once a
+ * second (records.config and traffic_ctl config set change them), so that
+ * a transaction reads one word instead of calling Traffic Server twice.
+ */
+static const struct {
+    TSOverridableConfigKey key;
+    const char *name;
+} retry_keys[] = {
+    {TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES, "proxy.config.http.connect_attempts_max_retries"},
+    {TS_CONFIG_HTTP_CONNECT_ATTEMPTS_MAX_RETRIES_DEAD_SERVER,
+     "proxy.config.http.connect_attempts_max_retries_dead_server"},
+};
+#define N_RETRY_KEYS (sizeof retry_keys / sizeof retry_keys[0])
+static int retry_configs;       /* bit i: retry_keys[i] is not 0 (relaxed atomic) */
+
+static void read_retry_configs(void)
+{
+    int bits = 0;
+    for (size_t i = 0; i < N_RETRY_KEYS; i++) {
+        TSMgmtInt v = 1;   /* unknown: assume a retry, and write 0 */
+        if (TSMgmtIntGet(retry_keys[i].name, &v) != TS_SUCCESS || v != 0)
+            bits |= 1 << i;
+    }
+    __atomic_store_n(&retry_configs, bits, __ATOMIC_RELAXED);
+}
+
+static void set_origin_deadlines(TSHttpTxn txn, const rule *r, bool probe)
+{
+    int ms = probe ? r->probe_deadline_ms : r->deadline_ms;
+    TSHttpTxnConnectTimeoutSet(txn, ms);
+    TSHttpTxnNoActivityTimeoutSet(txn, ms);
+    int bits = __atomic_load_n(&retry_configs, __ATOMIC_RELAXED);
+    for (size_t i = 0; bits != 0 && i < N_RETRY_KEYS; i++)
+        if (bits & (1 << i))
+            TSHttpTxnConfigIntSet(txn, retry_keys[i].key, 0);
 }
 
 static void settle(txn_state *st, int result)
@@ -825,7 +971,14 @@ static int txn_hook(TSCont contp, TSEvent event, void *edata)
             if (TSHttpTxnServerRespGet(txn, &buf, &hdr) == TS_SUCCESS) {
                 int status = (int)TSHttpHdrStatusGet(buf, hdr);
                 TSHandleMLocRelease(buf, TS_NULL_MLOC, hdr);
-                settle(st, status > 0 ? status : -EPROTO);
+                int result = status > 0 ? status : -EPROTO;
+                /* AT7: later than slow=, a failure whatever the status */
+                if (st->r->p.slow_ns > 0 && st->admitted && !st->settled &&
+                    now_ns() - st->admitted_at > st->r->p.slow_ns) {
+                    result = RESULT_SLOW;
+                    __atomic_fetch_add(&st->r->slow, 1, __ATOMIC_RELAXED);
+                }
+                settle(st, result);
             }
             break;
         }
@@ -935,7 +1088,26 @@ TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf,
     r->load_pending = loading_load;
     if (loading_load == 1)      /* the first load: Traffic Server stops if it fails */
         r->load_live = 1;
+    /* AT9: the same name with other parameters earlier in this remap.config */
+    int earlier = 0;
+    for (rule *o = registry; o; o = o->next)
+        if (o != r && o->b && r->b && o->load_pending == loading_load &&
+            strcmp(o->p.name, r->p.name) == 0)
+            earlier++;
+    __atomic_store_n(&r->shares_name, earlier > 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry_mu);
+    if (r->b && p.probe_timeout_ns < PROBE_TIMEOUT_KEPT_NS)
+        TSWarning("%s: breaker %s: probe-timeout=%" PRId64 "ms is shorter than Traffic Server "
+                  "can time an origin out (it checks once a second, a new connection first after "
+                  "1 to 2 s): a hung probe may hold its slot until 2 s; use at least 2500ms",
+                  PLUGIN_NAME, p.name, p.probe_timeout_ns / 1000000);
+    if (earlier > 0)
+        TSWarning("%s: breaker %s: %d earlier rule%s of this remap.config use%s the name %s with "
+                  "other parameters: this rule gets a breaker of its own, shown in the Prometheus "
+                  "exposition as breaker=\"%s#%d\"; Traffic Server's metrics show the first; "
+                  "operator commands act on all of them. Give each rule its own name.",
+                  PLUGIN_NAME, p.name, earlier, earlier > 1 ? "s" : "", earlier > 1 ? "" : "s",
+                  p.name, p.name, earlier + 1);
     *ih = r;
     return TS_SUCCESS;
 }
@@ -969,16 +1141,26 @@ static char *metrics_text(int *len_out)
     pthread_mutex_lock(&registry_mu);
     size_t n = 0;
     for (rule *r = registry; r; r = r->next)
-        n += is_current(r);
+        n += is_live(r);
     circuit_stats *st = TSmalloc((n ? n : 1) * sizeof *st);
     const char **names = TSmalloc((n ? n : 1) * sizeof *names);
+    char (*labels)[NAME_MAX_LEN + 16] = TSmalloc((n ? n : 1) * sizeof *labels);
+    uint64_t *slow = TSmalloc((n ? n : 1) * sizeof *slow);
     size_t i = 0;
     for (rule *r = registry; r; r = r->next) {
-        if (is_current(r)) {
+        if (is_live(r)) {
             circuit_get_stats(r->b, &st[i]);
-            names[i++] = r->p.name;
+            int k = name_rank(r);
+            if (k == 1)
+                snprintf(labels[i], sizeof labels[i], "%s", r->p.name);
+            else
+                snprintf(labels[i], sizeof labels[i], "%s#%d", r->p.name, k);
+            names[i] = labels[i];
+            slow[i++] = __atomic_load_n(&r->slow, __ATOMIC_RELAXED);
         }
     }
+    pthread_mutex_unlock(&registry_mu);
+    /* the library's series, then the plugin's own (AT7) */
     size_t cap = 4096 + n * 2048;
     char *body = TSmalloc(cap);
     int len = circuit_stats_format_prometheus_many(st, names, n, body, cap);
@@ -987,11 +1169,30 @@ static char *metrics_text(int *len_out)
         body = TSrealloc(body, cap);
         len = circuit_stats_format_prometheus_many(st, names, n, body, cap);
     }
-    pthread_mutex_unlock(&registry_mu);
+    int err = errno;
+    if (len >= 0) {
+        size_t need = (size_t)len + 256 + n * (NAME_MAX_LEN + 80);
+        if (need > cap) {
+            cap = need;
+            body = TSrealloc(body, cap);
+        }
+        size_t at = (size_t)len;
+        at += (size_t)snprintf(body + at, cap - at,
+                               "# HELP circuit_slow_calls_total Responses whose header came later "
+                               "than slow=, counted as failures whatever their status.\n"
+                               "# TYPE circuit_slow_calls_total counter\n");
+        for (i = 0; i < n; i++)
+            at += (size_t)snprintf(body + at, cap - at,
+                                   "circuit_slow_calls_total{breaker=\"%s\"} %" PRIu64 "\n",
+                                   names[i], slow[i]);
+        len = (int)at;
+    }
     TSfree(st);
     TSfree(names);
+    TSfree(labels);
+    TSfree(slow);
     if (len < 0) {
-        TSError("%s: the Prometheus text could not be built: %s", PLUGIN_NAME, strerror(errno));
+        TSError("%s: the Prometheus text could not be built: %s", PLUGIN_NAME, strerror(err));
         TSfree(body);
         return NULL;
     }
@@ -1101,6 +1302,9 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
     st->settled = false;
     st->retry_after_s = 0;
     circuit_rejection rej;
+    /* a call admitted while the breaker reads open (its period over) or
+     * half-open is a probe (S5: a pure read) */
+    circuit_state before = circuit_get_state(r->b);
     st->admitted = circuit_allow(r->b, st, &st->ticket, &rej);
     if (!st->admitted) {
         /* AT2: answered here; Traffic Server contacts no origin. */
@@ -1117,9 +1321,14 @@ TSRemapStatus TSRemapDoRemap(void *ih, TSHttpTxn txn, TSRemapRequestInfo *rri)
             st->hooks |= HOOK_SEND_RESP;
             TSHttpTxnHookAdd(txn, TS_HTTP_SEND_RESPONSE_HDR_HOOK, txn_cont);
         }
-    } else if (!(st->hooks & HOOK_READ_RESP)) {
-        st->hooks |= HOOK_READ_RESP;
-        TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
+    } else {
+        set_origin_deadlines(txn, r, before != CIRCUIT_CLOSED);
+        if (r->p.slow_ns > 0)
+            st->admitted_at = now_ns();
+        if (!(st->hooks & HOOK_READ_RESP)) {
+            st->hooks |= HOOK_READ_RESP;
+            TSHttpTxnHookAdd(txn, TS_HTTP_READ_RESPONSE_HDR_HOOK, txn_cont);
+        }
     }
     return TSREMAP_NO_REMAP;
 }

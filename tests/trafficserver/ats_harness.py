@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -183,16 +184,21 @@ class TrafficServer:
     records:  extra records.config lines ("CONFIG name TYPE value").
     threads:  event threads (proxy.config.exec_thread.limit, autoconfig off).
     manager:  start traffic_manager (needed by traffic_ctl) or traffic_server alone.
+    packaged_timeouts: keep the package's origin timeouts, connect retries and
+              down-server marking (Debian: 30 s, 3 retries, 60 s) instead of
+              the tests' (no retry, 1 s marking), as an operator's instance has.
     """
 
     def __init__(self, folder, remap, plugins=(), records=(), threads=2, manager=True,
-                 port=None, plugin_dir="/usr/lib/trafficserver/modules"):
+                 port=None, plugin_dir="/usr/lib/trafficserver/modules",
+                 packaged_timeouts=False):
         self.folder = Path(folder).resolve()
         self.remap = list(remap)
         self.plugins = list(plugins)
         self.records = list(records)
         self.threads = threads
         self.manager = manager
+        self.packaged_timeouts = packaged_timeouts
         self.port = port or free_port()
         self.plugin_dir = plugin_dir  # where plugin names without a folder are found
         self.rundir = None        # sockets: a short path (a unix socket path has < 108 bytes)
@@ -255,12 +261,16 @@ class TrafficServer:
             "CONFIG proxy.config.diags.output.note STRING L",
             "CONFIG proxy.config.proxy_name STRING circuit-test",
             "CONFIG proxy.config.http.insert_response_via_str INT 0",
-            "CONFIG proxy.config.http.connect_attempts_max_retries INT 0",
-            "CONFIG proxy.config.http.connect_attempts_max_retries_dead_server INT 0",
-            "CONFIG proxy.config.http.down_server.cache_time INT 1",
             "CONFIG proxy.config.log.logging_enabled INT 0",
             "CONFIG proxy.config.hostdb.host_file.path STRING /etc/hosts",
-        ] + self.records
+        ]
+        if not self.packaged_timeouts:
+            lines += [
+                "CONFIG proxy.config.http.connect_attempts_max_retries INT 0",
+                "CONFIG proxy.config.http.connect_attempts_max_retries_dead_server INT 0",
+                "CONFIG proxy.config.http.down_server.cache_time INT 1",
+            ]
+        lines += self.records
         (self.etc / "records.config").write_text("".join(l + "\n" for l in lines))
 
     def write_remap(self, lines):
@@ -383,3 +393,192 @@ class TrafficServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class HangingOrigin:
+    """An HTTP origin in this process that can be made to hang.
+
+    Healthy, it answers every request 200 "ok" on kept-alive connections; hung
+    (hang()), it still accepts connections and reads requests but answers
+    none, holding every connection open until heal() or close(): the outage
+    a breaker exists for (a stopped application behind a live socket).
+    While hung it counts the connections that brought it a request, new or
+    kept alive (`held`), and the requests (`held_requests`). `status` is the
+    healthy answer's status (200).
+    """
+
+    def __init__(self, port=None):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port or 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.hung = False
+        self.hung_since = None
+        self.held = 0
+        self.held_requests = 0
+        self.served = 0
+        self.status = 200
+        self._lock = threading.Lock()
+        self._conns = set()
+        self._stop = False
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with self._lock:
+                self._conns.add(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        buf = b""
+        counted = False
+        c.settimeout(0.2)
+        try:
+            while not self._stop:
+                while b"\r\n\r\n" not in buf and not self._stop:
+                    try:
+                        d = c.recv(65536)
+                    except socket.timeout:
+                        if self.hung is False and counted:
+                            return      # healed: the held connection is dropped
+                        continue
+                    if not d:
+                        return
+                    buf += d
+                if self._stop:
+                    return
+                buf = buf.split(b"\r\n\r\n", 1)[1]   # GET: no body
+                with self._lock:
+                    hung = self.hung
+                    if hung:
+                        self.held_requests += 1
+                        if not counted:
+                            self.held += 1
+                            counted = True
+                    else:
+                        self.served += 1
+                if not hung:
+                    c.sendall(b"HTTP/1.1 %d X\r\nContent-Length: 3\r\n"
+                              b"Content-Type: text/plain\r\n\r\nok\n" % self.status)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(c)
+            c.close()
+
+    def hang(self):
+        """From now on no request is answered; the counts start at 0.
+        Returns the time.monotonic() of the change."""
+        with self._lock:
+            self.held = 0
+            self.held_requests = 0
+            self.hung = True
+            self.hung_since = time.monotonic()
+        return self.hung_since
+
+    def heal(self):
+        """Answers again; the connections it held are closed."""
+        with self._lock:
+            self.hung = False
+        return time.monotonic()
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def hang_trial(port, host, origin, clients=4, warm_s=3.0, hang_s=50.0, recover_s=40.0,
+               path="/"):
+    """AT8's trial: `clients` threads in a closed loop of GETs through
+    Traffic Server (port, Host: host) to `origin`, a HangingOrigin: healthy
+    for warm_s, hung for hang_s, then healthy until a request gets 200
+    again (at most recover_s). A client pauses 20 ms after an answer other
+    than 200 (2 ms after a 200), so steady traffic, not a flood of 503s.
+    Returns the figures (times in s from the hang, latencies in ms):
+      open_after_s            first 503 with Retry-After, from the hang
+      origin_connections      connections the origin held during the hang
+      origin_requests         requests it got during the hang
+      fast_503, fast_503_p50_ms, fast_503_p99_ms, fast_503_max_ms
+                              the 503s with Retry-After from the opening to
+                              the end of the hang, and their latency
+      statuses                answers to requests started during the hang
+      longest_wait_s          the longest request started during the hang
+      healthy_200             200s before the hang
+      recovered_after_s       first 200 of a request started after the heal
+    and the raw requests (start, end, status, Retry-After) as "requests",
+    start and end relative to the hang."""
+    res = []
+    stop = threading.Event()
+
+    def client():
+        while not stop.is_set():
+            t = time.monotonic()
+            try:
+                s, h, _ = http_get(port, path, host=host, timeout_s=120)
+                ra = h.get("retry-after")
+            except Exception:  # noqa: BLE001 (refused, reset, timed out)
+                s, ra = None, None
+            res.append((t, time.monotonic(), s, ra))
+            time.sleep(0.002 if s == 200 else 0.02)
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for th in threads:
+        th.start()
+    first_ok = None
+    try:
+        time.sleep(warm_s)
+        t0 = origin.hang()
+        time.sleep(hang_s)
+        held, held_req = origin.held, origin.held_requests
+        t_heal = origin.heal()
+        deadline = time.monotonic() + recover_s
+        while first_ok is None and time.monotonic() < deadline:
+            first_ok = next((r[1] for r in list(res) if r[0] >= t_heal and r[2] == 200), None)
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(130)
+    opened = [r for r in res if r[0] >= t0 and r[2] == 503 and r[3] is not None]
+    t_open = min((r[1] for r in opened), default=None)
+    hang = [r for r in res if t0 <= r[0] < t0 + hang_s]
+    fast = [r for r in hang if t_open is not None and r[0] >= t_open and r[2] == 503
+            and r[3] is not None]
+    lat = sorted(1000 * (r[1] - r[0]) for r in fast)
+    statuses = {}
+    for r in hang:
+        statuses[str(r[2])] = statuses.get(str(r[2]), 0) + 1
+    pick = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else None  # noqa: E731
+    return {
+        "clients": clients, "hang_s": hang_s,
+        "open_after_s": round(t_open - t0, 3) if t_open is not None else None,
+        "origin_connections": held, "origin_requests": held_req,
+        "fast_503": len(fast), "fast_503_p50_ms": pick(0.5), "fast_503_p99_ms": pick(0.99),
+        "fast_503_max_ms": round(lat[-1], 2) if lat else None,
+        "statuses": statuses,
+        "longest_wait_s": round(max((r[1] - r[0] for r in hang), default=0), 3),
+        "healthy_200": sum(1 for r in res if r[0] < t0 and r[2] == 200),
+        "recovered_after_s": round(first_ok - t_heal, 3) if first_ok is not None else None,
+        "requests": [(round(r[0] - t0, 4), round(r[1] - t0, 4), r[2], r[3]) for r in res],
+    }

@@ -15,23 +15,37 @@ its fence. This test
      traffic_manager, for traffic_ctl) with the installed circuit.so as its
      plugin folder, and runs the blocks request, metrics, prometheus,
      isolate, reset with port 8080 replaced by the proxy's port and
-     traffic_ctl pointed at the private instance, checking what each shows.
+     traffic_ctl pointed at the private instance, checking what each shows;
+  5. writes the block `prometheus.yml` (the target's port replaced, the
+     scrape interval cut to 1 s), checks it with `promtool check config`
+     and runs the real `prometheus` on it until the job `circuit` is up and
+     the breaker's series are stored (AT9: a plain scrape, no Host header
+     set);
+  6. runs section 7, the private instance, verbatim but for the ports (8090:
+     a free port; 8081: the nginx) with HOME=WORK/home: private-layout,
+     private-start, private-use (checking its answers and the log line),
+     private-stop (checking that traffic_manager and traffic_server are
+     gone).
 The block `apt` is not run (.ci/run installs those packages and more).
 Processes are stopped by the pid the harness started, pass or fail.
 
 usage: recipe_test.py SOURCE_DIR WORK
 """
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ats_harness import Nginx, TrafficServer  # noqa: E402
+from ats_harness import Nginx, TrafficServer, _stop_pid, free_port  # noqa: E402
 
 
 def blocks(guide):
@@ -89,7 +103,8 @@ def main():
         return 1 if os.environ.get("CI") == "true" else 77
     b = blocks(src / "docs" / "TRAFFICSERVER.md")
     for name in ("apt", "build", "plugin.config", "remap.config", "restart", "request",
-                 "metrics", "prometheus", "isolate", "reset"):
+                 "metrics", "prometheus", "prometheus.yml", "isolate", "reset",
+                 "private-layout", "private-start", "private-use", "private-stop"):
         expect(name in b, "the guide has the block " + name)
 
     shutil.rmtree(work, ignore_errors=True)
@@ -151,10 +166,103 @@ def main():
             wait_for("the reset is applied", lambda: "operator reset: done" in ts.diags())
             out = block("request")
             expect(re.search(r"^HTTP/1\.1 200", out, re.M), "request after the reset: 200")
+            scrape(b["prometheus.yml"], ts.port, work, env)
         finally:
             ts.stop()
+        private_instance(b, origin.port, work, env)
     print("recipe: ok")
     return 0
+
+
+def scrape(block, proxy_port, work, env):
+    """The guide's scrape job, run by the real prometheus until it has
+    scraped the breaker's series (AT9)."""
+    conf = work / "prometheus.yml"
+    conf.write_text(block.replace("127.0.0.1:8080", "127.0.0.1:%d" % proxy_port)
+                    .replace("scrape_interval: 15s", "scrape_interval: 1s"))
+    r = subprocess.run(["promtool", "check", "config", str(conf)], capture_output=True, text=True)
+    expect(r.returncode == 0, "promtool check config accepts the guide's scrape job: "
+           + r.stdout + r.stderr)
+    port = free_port()
+    shutil.rmtree(work / "prom", ignore_errors=True)
+    proc = subprocess.Popen(["prometheus", "--config.file=%s" % conf,
+                             "--storage.tsdb.path=%s" % (work / "prom"),
+                             "--web.listen-address=127.0.0.1:%d" % port],
+                            stdout=open(work / "prometheus.log", "wb"), stderr=subprocess.STDOUT,
+                            env=env)
+
+    def query(q):
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": q}))
+        try:
+            with urllib.request.urlopen(url, timeout=2) as f:
+                return json.load(f)["data"]["result"]
+        except (OSError, ValueError, KeyError):
+            return []
+    try:
+        wait_for("prometheus scraped the job circuit: up 1",
+                 lambda: any(x["value"][1] == "1" for x in query('up{job="circuit"}')), 60)
+        wait_for("and stored circuit_state{breaker=\"shop\"}",
+                 lambda: query('circuit_state{job="circuit",breaker="shop"}'), 30)
+    finally:
+        _stop_pid(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
+def private_instance(b, origin_port, work, env):
+    """Section 7 as written: ports 8090 and 8081 replaced, HOME its own."""
+    env = dict(env)
+    env.pop("DESTDIR", None)
+    env["HOME"] = str(work / "home")
+    shutil.rmtree(work / "home", ignore_errors=True)
+    (work / "home").mkdir()
+    ats = work / "home" / "ats"
+    port = free_port()
+    prelude = "ats=$HOME/ats\n"
+
+    def block(name):
+        script = b[name].replace("8090", str(port)).replace("127.0.0.1:8081",
+                                                           "127.0.0.1:%d" % origin_port)
+        return run(script if name == "private-layout" else prelude + script, work / "src", env,
+                   name)
+
+    manager = server = None
+    try:
+        block("private-layout")
+        try:
+            block("private-start")
+        finally:
+            if (ats / "manager.pid").exists():
+                manager = int((ats / "manager.pid").read_text())
+        for _ in range(100):
+            try:
+                kids = Path("/proc/%d/task/%d/children" % (manager, manager)).read_text().split()
+            except OSError:
+                kids = []
+            if kids:
+                server = int(kids[0])
+                break
+            time.sleep(0.1)
+        expect(manager and server, "private-start: traffic_manager (pid %s) runs traffic_server "
+               "(pid %s)" % (manager, server))
+        out = block("private-use")
+        expect(re.search(r"^HTTP/1\.1 200", out, re.M) and
+               'circuit_state{breaker="shop",state="closed"} 1' in out and
+               "breaker shop: operator isolate: done" in out,
+               "private-use: 200 through the rule, the exposition, the isolation in diags.log")
+        block("private-stop")
+
+        def alive(pid):
+            try:
+                st = Path("/proc/%d/stat" % pid).read_text()
+            except OSError:
+                return False
+            return st.rsplit(")", 1)[1].split()[0] != "Z"   # a zombie has stopped
+        gone = lambda: not alive(manager) and not alive(server)  # noqa: E731
+        wait_for("private-stop: traffic_manager and traffic_server are gone", gone, 30)
+    finally:
+        for pid in (server, manager):
+            if pid:
+                _stop_pid(pid, signal.SIGTERM)
 
 
 if __name__ == "__main__":
