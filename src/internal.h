@@ -68,6 +68,7 @@
 #undef CIRCUIT_PLANT_PROBE_STALE_CLOCK
 #undef CIRCUIT_PLANT_STATE_READ_STALE
 #undef CIRCUIT_PLANT_RESET_INTENT_EALREADY
+#undef CIRCUIT_PLANT_PASSING_BIT
 #endif
 
 #define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
@@ -137,7 +138,7 @@ enum circuit__total {
  *                raise from the value read)         ld128_lo_acq)              loads probe_scans + hint; a scan
  * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
  *                                                                              the records: one sees the other
- * slots[]        slot0_reserve, slot_occupy,        slot_free, scans,          acquire before the core check
+ * slots[]        slot0_reserve, slot_take,          slot_free, scans,          acquire before the core check
  *  {tag, due}    slot0_adopt, slot_free; a          reserve, adopt, the        ("read X, check, CAS X"); the winner
  *                timeout's claim: take, free        claim's helpers,           of the not-busy CAS frees the bit;
  *                (cas128_sc)                        probes_in_flight           slot0_adopt keeps the bit it finds
@@ -146,7 +147,7 @@ enum circuit__total {
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
  *                (cas128_sc)                                                   at the CAS (probes.md, TIMEOUTS)
- * bitmap[]       slot_acquire (cas_acq), slot 0     the same, scans (ld_acq);  bit_clear's release publishes the
+ * bitmap[]       slot_take (cas_acq), slot 0        the same, scans (ld_acq);  bit_clear's release publishes the
  *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
  *                                                   a count for stats)         owner (acquire CAS)
  * ring[]         ring_write (cas_acq: the failed    circuit__append,           the writer's next core CAS (release)

@@ -13,7 +13,11 @@
  *   - probe_hint is a lower bound of every due time in the slots (Dekker with
  *     probe_scans), so a scan skipped on it misses no timeout;
  *   - only circuit_allow admits a probe: a reservation made by any other call
- *     is no probe (P1, S4).
+ *     is no probe (P1, S4);
+ *   - an allow is admitted at the CAS that takes its slot's bit, after its
+ *     check of the state word, and stays admitted: no bit is given back
+ *     because the state moved on, so no allow is refused for a bit whose
+ *     allow then answers otherwise (P1, S4; finding F3).
  * The protocol and its memory orders: docs/design/probes.md.
  */
 #include <string.h>
@@ -27,39 +31,6 @@
 
 static void hint_lower(circuit_breaker *b, int64_t due);
 
-
-static bool slot_acquire(circuit_breaker *b, uint32_t gen, uint32_t *slot, bool *stale)
-{
-    *stale = false;
-    for (uint32_t i = 0; i < b->bitmap_words; i++) {
-        uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: checked below */
-        for (;;) {
-            uint32_t bits;
-            if (bm_gen(w) == gen) {
-                bits = (uint32_t)w;
-            } else {
-                /* Another generation's word: older (it reads as empty) unless
-                 * we are the stale party. The state word decides. */
-                if (core_gen(b) != gen) {
-                    *stale = true;
-                    return false;
-                }
-                bits = 0;
-            }
-            uint32_t free_bits = ~bits & bm_limit(b, i);
-            if (!free_bits)
-                break;
-            uint32_t bit = (uint32_t)__builtin_ctz(free_bits);
-            uint64_t nw = ((uint64_t)gen << 32) | bits | (UINT32_C(1) << bit);
-            /* acquire on failure: the value returned is checked again */
-            if (circuit__cas_acq(&b->bitmap[i], &w, nw)) {
-                *slot = i * 32u + bit;
-                return true;
-            }
-        }
-    }
-    return false;
-}
 
 void circuit__slot_bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
 {
@@ -256,29 +227,6 @@ bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
     return true;
 }
 
-/* Writes the record of a slot whose bit the caller owns in `gen`. Only while
- * the breaker is still in `gen` (checked after reading the record; the CAS
- * from that value fails if it moved since): a caller stopped between taking
- * the bit and writing the record must not overwrite the record of a probe
- * admitted to the same slot in a later half-open state. */
-static bool slot_occupy(circuit_breaker *b, uint32_t slot, uint32_t gen, int64_t due,
-                        uint32_t *reuse)
-{
-    circuit__u128 *s = &b->slots[slot];
-    circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
-    for (;;) {
-        if (core_gen(b) != gen)
-            return false;
-        uint32_t r = slot_reuse(cur.lo) + 1;
-        circuit__u128 nw = {slot_tag(gen, r), (uint64_t)due};
-        /* sc: table slots */
-        if (circuit__cas128_sc(s, &cur, nw)) {
-            *reuse = r;
-            return true;
-        }
-    }
-}
-
 /* Frees a slot whose record still carries the ticket's tag; the winner of
  * the record CAS (done, release or timeout) frees the bit: exactly once. */
 bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
@@ -343,6 +291,74 @@ static void hint_note(circuit_breaker *b, int64_t due)
     hint_lower(b, due);
 }
 
+/* Takes a free probe slot of generation `gen` for a probe due at `due`:
+ * ADMITTED with *slot and *reuse, FULL, or STALE when the state moved on
+ * before anything was taken. The slot's record is read and the state word
+ * checked BEFORE the bit's CAS, so the probe is admitted at that CAS and
+ * never gives its bit back because the state moved on (P1, S4: no allow is
+ * refused for a probe never admitted; docs/design/probes.md, ADMISSION). */
+static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *slot,
+                                uint32_t *reuse)
+{
+    for (uint32_t i = 0; i < b->bitmap_words; i++) {
+        uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: checked below */
+        for (;;) {
+            /* Another generation's word reads as empty: older, or newer and
+             * then the state word check below says we are stale */
+            uint32_t bits = bm_gen(w) == gen ? (uint32_t)w : 0;
+            uint32_t free_bits = ~bits & bm_limit(b, i);
+            if (!free_bits)
+                break;
+            uint32_t bit = (uint32_t)__builtin_ctz(free_bits), s = i * 32u + bit;
+            /* acquire: the bit's free, so its last owner's release (bit
+             * clear) shows the record it left; read before the check, CASed
+             * after */
+            circuit__u128 cur = circuit__ld128_acq(&b->slots[s]);
+            if (core_gen(b) != gen)
+                return CIRCUIT__STALE;
+            uint64_t nw = ((uint64_t)gen << 32) | bits | (UINT32_C(1) << bit);
+            /* acquire on failure: the value returned is checked again */
+            if (!circuit__cas_acq(&b->bitmap[i], &w, nw))
+                continue;
+            CIRCUIT__HOOK(CIRCUIT_TP_PROBE_BIT_TAKEN);
+            *slot = s;
+            /* Admitted: the word held gen when the bit was free (its value
+             * unchanged from the read before the check to the CAS). The
+             * record is written from the value read before the check, so a
+             * later state's record is never overwritten (the CAS fails); if
+             * the state moves on meanwhile, the ticket is late (T2, T6). */
+            circuit__u128 rec = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+            /* sc: table slots */
+            if (circuit__cas128_sc(&b->slots[s], &cur, rec)) {
+                *reuse = slot_reuse(rec.lo);
+                return CIRCUIT__ADMITTED;
+            }
+            /* The record moved since the read: a probe of gen took this
+             * slot and ended between our read of the word and the CAS (the
+             * same word again), or a later state wrote it. Admitted if the
+             * word still holds gen after the CAS (then it held gen at the
+             * CAS); else the bit goes back (a bound: docs/design/probes.md,
+             * ADMISSION). */
+            for (bool held = false;;) {
+                if (core_gen(b) != gen) {
+                    if (held)
+                        break; /* admitted; the record is a later state's */
+                    circuit__slot_bit_clear(b, s, gen);
+                    return CIRCUIT__STALE;
+                }
+                held = true;
+                rec.lo = slot_tag(gen, slot_reuse(cur.lo) + 1);
+                /* sc: table slots; cur is the record's new value on failure */
+                if (circuit__cas128_sc(&b->slots[s], &cur, rec))
+                    break;
+            }
+            *reuse = slot_reuse(rec.lo);
+            return CIRCUIT__ADMITTED;
+        }
+    }
+    return CIRCUIT__FULL;
+}
+
 /* Takes over slot 0's reservation when it is no probe (SLOT 0 above): its
  * bit is set already, so one CAS of its record from the value read (after
  * checking that gen's word carries the mark) makes it this call's probe
@@ -390,22 +406,24 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
     if (slot0_adopt(b, gen, due, reuse)) {
         *slot = 0; /* a reservation that is no probe: ours now */
     } else {
-        bool stale;
-        if (!slot_acquire(b, gen, slot, &stale))
-            return stale ? CIRCUIT__STALE : CIRCUIT__FULL;
-        if (!slot_occupy(b, *slot, gen, due, reuse)) {
-            /* The state moved on before the slot became ours. */
-            circuit__slot_bit_clear(b, *slot, gen);
-            return CIRCUIT__STALE;
-        }
+        circuit__admit a = slot_take(b, gen, due, slot, reuse);
+        if (a != CIRCUIT__ADMITTED)
+            return a;
     }
     hint_note(b, due);
+#if defined(CIRCUIT_PLANT_PASSING_BIT)
+    /* PLANTED BUG (tests/sched/PLANTS.md): an admitted probe whose state
+     * moved on gives its slot back and decides again, after an allow may
+     * have been refused {HALF_OPEN} for it (finding F3) */
     if (core_gen(b) != gen) {
-        /* The state moved on while we took the slot: give it back and
-         * decide again in the new state. */
         circuit__slot_free(b, *slot, gen, *reuse, false, 0);
         return CIRCUIT__STALE;
     }
+#endif
+    /* Admitted at the CAS that took the slot (slot_take, slot0_adopt),
+     * which the state word's check preceded: even if the state has moved
+     * on since, the probe stays admitted and its result is late (T2, T6),
+     * as slot 0's is for the allow that made the change (S3) */
     return CIRCUIT__ADMITTED;
 }
 

@@ -3,6 +3,7 @@
  * only circuit_allow admits a probe, probes across generations. (Time,
  * TM1-TM3, is test_time.c.)
  */
+#include <pthread.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -262,6 +263,76 @@ Test(probes, P1_no_timeout_is_counted_once_the_state_has_changed)
     cr_assert_eq(f.p.probe_calls, 1, "b timed out in the closed state");
     cr_assert_not(circuit_done(&b, RS_OK));
     cr_assert_eq(circuit_get_state(f.b), CIRCUIT_CLOSED);
+    fx_free(&f);
+}
+
+/* P1, S4 (amended in 0.4; finding F3, tests/sched/README.md): an allow
+ * that has taken a probe slot is admitted, even when the state moves on
+ * before it returns (its result is then late, T2). Before the fix it gave
+ * the slot back and answered open, after another allow had been refused
+ * {HALF_OPEN} for it: refused for a probe never admitted. Staged with
+ * probes = 2: A holds slot 0, X is stopped just after taking slot 1's bit
+ * (CIRCUIT_TP_PROBE_BIT_TAKEN), R is refused, A's failure reopens, X goes
+ * on. The planted twin CIRCUIT_PLANT_PASSING_BIT fails it. */
+#define F3_CTX_X ((void *)0x33)
+
+typedef struct f3_allow {
+    circuit_breaker *b;
+    circuit_ticket t;
+    circuit_rejection rej;
+    bool admitted;
+} f3_allow;
+
+static void *f3_allow_parked(void *arg)
+{
+    f3_allow *x = arg;
+    park_me_at(CIRCUIT_TP_PROBE_BIT_TAKEN);
+    x->admitted = circuit_allow(x->b, F3_CTX_X, &x->t, &x->rej);
+    return NULL;
+}
+
+Test(probes, P1_S4_an_allow_that_took_a_slot_is_admitted_when_the_state_moves_on, .timeout = 60)
+{
+    fx f;
+    fx_init(&f, 8, 2, OPEN_FOR, PROBE_TO); /* reopen on a failure, close after 2 */
+    fx_build(&f);
+    fx_half_open_due(&f);
+    circuit_ticket a, r;
+    circuit_rejection rej = {0, 0};
+    cr_assert(circuit_allow(f.b, NULL, &a, NULL), "A: the first probe (slot 0)");
+
+    park_setup();
+    f3_allow x = {f.b, CIRCUIT_TICKET_INIT, {0, 0}, false};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, f3_allow_parked, &x), 0);
+    park_wait(); /* X holds slot 1's bit */
+
+    cr_assert_not(circuit_allow(f.b, NULL, &r, &rej), "R: both slots are taken (A and X)");
+    assert_rejected(rej, CIRCUIT_HALF_OPEN, 0);
+    cr_assert(circuit_done(&a, RS_FAIL), "A's failure counts");
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN, "A's failure reopened");
+
+    park_release();
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert(x.admitted, "X took a slot before the reopen, and R was refused for it: X is a "
+                          "probe (refused {%s, %lld})",
+              circuit_state_name(x.rej.state), (long long)x.rej.retry_after_ns);
+    cr_assert_eq(f.log.n, 3, "closed -> open -> half-open -> open, no more");
+    assert_tr(&f, 2, CIRCUIT_HALF_OPEN, CIRCUIT_OPEN, 3);
+
+    circuit_stats st;
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.state, CIRCUIT_OPEN);
+    cr_assert_eq(st.probes_in_flight, 0, "probes in flight %lld while open",
+                 (long long)st.probes_in_flight);
+    cr_assert_not(circuit_done(&x.t, RS_OK), "X's result is late: its state has ended (T2)");
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.state, CIRCUIT_OPEN, "a late result changes nothing");
+    cr_assert_eq(st.timed_out, 0);
+    cr_assert_eq(st.late, 1);
+    cr_assert_eq(st.admitted, st.successes + st.failures + st.ignored + st.late + st.released,
+                 "M1: admitted %llu", (unsigned long long)st.admitted);
+    cr_assert_eq(f.log.order_errors, 0);
     fx_free(&f);
 }
 

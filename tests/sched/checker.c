@@ -936,6 +936,26 @@ static const scenario scenarios[] = {
      .about = "allows racing the half-open change across clock ticks: whose clock the probe's due is",
      .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
      .setup = "aafttt", .threads = {"ax", "a", "a"}, .ncpu = 2, .tick_ns = 600, .max_ticks = 2},
+    {.name = "probes_two",
+     .rules = "P1 S4",
+     .about = "two probe slots raced by three threads; a probe's failure reopens mid-admission",
+     /* finding F3 (tests/sched/README.md): an allow that had taken a probe
+      * slot gave it back when the state moved on and answered open, while
+      * another allow was refused {HALF_OPEN} for it. The reader comes last,
+      * after the reopen: one reading mid-run also sees finding F4 (a settled
+      * probe's slot refuses an allow; probes_two_read). Ticks add up to less
+      * than probe_timeout once probes are admitted (finding F2) */
+     .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
+     .setup = "aftt", .threads = {"as", "aafx", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
+     .max_deaths = 1},
+    {.name = "probes_two_read",
+     .rules = "P1 S4 M1",
+     .about = "probes_two with a reader mid-run: shows open finding F4 (run by name only)",
+     /* branch shared's shared_probes (tests/sched/checker.c there) in one
+      * process, with probes = 2 */
+     .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
+     .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
+     .max_deaths = 1, .open_finding = "F4"},
     {.name = "descriptor_tags",
      .rules = "L1 C4",
      .about = "a reset stopped before its descriptor CAS while 8 191 closed states pass",

@@ -48,6 +48,8 @@ typedef struct scenario {
     bool no_model;                /* invariants and liveness only (setups too long to replay) */
     bool no_step_check;           /* no get_stats at every switch point (a planted livelock
                                    * would spin inside the check, where nothing can stop it) */
+    const char *open_finding;     /* an open finding (README.md) makes it fail: run only when
+                                   * named, never by --scenario all */
 } scenario;
 
 /*
