@@ -216,7 +216,7 @@ def AT1_bad_parameters_refused_with_one_message(work):
         check(len(ours) == 1, "one message from the plugin for the bad rule (got %d)" % len(ours))
         msg = ours[0]
         for bad_param in ("window=0", "open-for=5", "timeout=0s (must be a duration from 1ms",
-                          "slow=9000000000ns (must be less than timeout=5000000000ns", "policy=failure-rate:1.5:20",
+                          "slow=9s (must be less than timeout=5s, the default", "policy=failure-rate:1.5:20",
                           "failure-status=700", "'bogus'", "jitter=0.2 (only with open-for-max"):
             check(bad_param in msg, "the message names " + bad_param)
         check("name=bad" not in msg and "good" not in msg,
@@ -240,8 +240,48 @@ def AT1_bad_parameters_refused_with_one_message(work):
             ts2.stop()
         check(not started, "a rule whose MIN_RESULTS exceeds its window is refused")
         ours = [l for l in diags_lines(ts2, "circuit: rule 'w' refused:") if "[ReverseProxy]" not in l]
-        check(len(ours) == 1 and "exceeds window=10" in ours[0] and "open-for-max=1000000000ns" in ours[0],
-              "one message names MIN_RESULTS against the window and open-for-max against open-for")
+        check(len(ours) == 1 and "exceeds window=10" in ours[0] and
+              "open-for-max=1s (must be >= open-for=5s)" in ours[0],
+              "one message names MIN_RESULTS against the window and open-for-max against open-for,"
+              " the durations as a human reads them: %r" % ours)
+        # more bad rules, each alone (review of issue 30): what the message must say
+        cases = [
+            ("metrics", ["metrics", "name=x"], ["name=x (the metrics rule takes no other parameter)"]),
+            ("m1", ["name=m1", "policy=consecutive:3", "metrics=1"],
+             ["metrics=1 (metrics takes no value"]),
+            ("s5", ["name=s5", "policy=consecutive:3", "slow=5s"],
+             ["slow=5s (must be less than timeout=5s, the default"]),
+            ("s6", ["name=s6", "policy=consecutive:3", "timeout=2000ms", "slow=3s"],
+             ["slow=3s (must be less than timeout=2s:"]),
+            ("of", ["name=of", "policy=consecutive:3", "open-for=2s", "open-for-max=1500ms"],
+             ["open-for-max=1500ms (must be >= open-for=2s)"]),
+        ]
+        for i, (name, params, wants) in enumerate(cases):
+            folder = work / ("ats-case%d" % i)
+            shutil.rmtree(folder, ignore_errors=True)
+            tsc = TrafficServer(folder, remap=[rule("c", origin.port, *params)], plugins=[PLUGIN],
+                                manager=False)
+            try:
+                try:
+                    tsc.start(timeout_s=20)
+                    started = True
+                except RuntimeError:
+                    started = False
+            finally:
+                tsc.stop()
+            head = "circuit: rule %s refused:" % (name if name == "metrics" else "'%s'" % name)
+            ours = [l for l in diags_lines(tsc, head) if "[ReverseProxy]" not in l]
+            check(not started and len(ours) == 1 and all(w in ours[0] for w in wants)
+                  and "unknown parameter" not in ours[0] and "000000ns" not in ours[0],
+                  "%s refused with one message saying %r: %r" % (" ".join(params), wants, ours))
+        # probe-timeout=1ns: accepted, and the warning gives the value as written
+        folder = work / "ats-pto"
+        with TrafficServer(folder, remap=[rule("c", origin.port, "name=pto",
+                                               "policy=consecutive:3", "probe-timeout=1ns")],
+                           plugins=[PLUGIN], manager=False) as tsp:
+            w = wait_for("the short probe-timeout is warned about",
+                         lambda: diags_lines(tsp, "breaker pto: probe-timeout="))
+            check("probe-timeout=1ns is shorter" in w[0], "the warning gives 1ns: %r" % w[0])
 
 
 # --------------------------------------------------------------------------
