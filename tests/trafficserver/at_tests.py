@@ -444,6 +444,59 @@ def AT3_every_transaction_settled_exactly_once(work):
         hung.close()
 
 
+def AT3_client_gone_get_origin_outcome_still_counted(work):
+    """A GET whose client goes away before the origin answers: Traffic
+    Server goes on with the origin request and the plugin counts its
+    outcome (docs/TRAFFICSERVER.md, section 3): a hung origin's timeout is
+    a failure, a late answer with slow= a slow failure, a late healthy
+    answer a success; nothing is released. (A POST cut in the middle of its
+    body, which Traffic Server ends before any origin outcome, is released:
+    AT3_every_transaction_settled_exactly_once.)"""
+    hung = HungOrigin()
+    delay = DelayOrigin()
+    try:
+        with TrafficServer(work / "ats", plugins=[PLUGIN], manager=False, remap=[
+                f"map http://gone-hung/ http://127.0.0.1:{hung.port}/ @plugin={PLUGIN} "
+                "@pparam=name=gone-hung @pparam=policy=consecutive:1000000 @pparam=timeout=1s",
+                rule("gone-slow", delay.port, "name=gone-slow", "policy=consecutive:1000000",
+                     "slow=500ms", "timeout=5s"),
+                rule("gone-ok", delay.port, "name=gone-ok", "policy=consecutive:1000000",
+                     "timeout=5s"),
+                metrics_rule(delay.port)]) as ts:
+            def leave(host, path, until):
+                c = socket.create_connection(("127.0.0.1", ts.port))
+                c.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
+                until()
+                c.close()
+            # two GETs to a hung origin, each client gone once its request is there
+            for i in range(2):
+                n = len(hung.conns)
+                leave("gone-hung", "/ok", lambda: wait_for(
+                    "GET %d reached the hung origin" % (i + 1), lambda: len(hung.conns) > n))
+            t = wait_for("gone-hung settled", lambda: (lambda t: t if settled(t) == 2 else None)(
+                totals(ts, "gone-hung")), timeout_s=20)
+            check(t["failures"] == 2 and t["released"] == 0 and t["admitted"] == 2,
+                  "clients gone, Traffic Server waited for the hung origin: its timeouts are "
+                  "2 failures, 0 released: %r" % t)
+            # the origin answers 1.5 s after the client left at 0.3 s: a slow failure
+            leave("gone-slow", "/d/1500/200", lambda: time.sleep(0.3))
+            t = wait_for("gone-slow settled", lambda: (lambda t: t if settled(t) == 1 else None)(
+                totals(ts, "gone-slow")), timeout_s=20)
+            p, _ = prom(ts)
+            check(t["failures"] == 1 and t["released"] == 0 and
+                  pv(p, "circuit_slow_calls_total", "gone-slow") == 1,
+                  "client gone, the origin's late answer counted as a slow failure: %r" % t)
+            # and a late healthy answer, no slow=: a success
+            leave("gone-ok", "/d/1000/200", lambda: time.sleep(0.3))
+            t = wait_for("gone-ok settled", lambda: (lambda t: t if settled(t) == 1 else None)(
+                totals(ts, "gone-ok")), timeout_s=20)
+            check(t["successes"] == 1 and t["released"] == 0,
+                  "client gone, the origin's 200 counted as a success: %r" % t)
+    finally:
+        delay.close()
+        hung.close()
+
+
 # --------------------------------------------------------------------------
 # AT4 + AT5: transitions logged, metrics, Prometheus; operator isolate/reset
 # --------------------------------------------------------------------------
@@ -819,9 +872,14 @@ def AT9_AT1_duplicates_refused_shared_name_warned_plain_scrape(work):
                             "shop with other parameters")
             check(len(w) == 1 and 'breaker="shop#2"' in w[0],
                   "the second rule named shop is warned about, with its label: %r" % w)
-            for _ in range(2):
+            for _ in range(5):
                 ts.get("/fail", host="b")
             ts.get("/ok", host="a")
+            # the second rule's transitions are logged under its exposition label
+            line = wait_for("shop#2's opening is logged",
+                            lambda: diags_lines(ts, "breaker shop#2: closed -> open"))
+            check(not diags_lines(ts, "breaker shop: closed -> open"),
+                  "and not as the first rule's: %r" % line)
             # a plain scrape: no Host header at all, and the proxy's own address
             st, body = raw_get(ts.port, b"GET /circuit-metrics HTTP/1.0\r\n\r\n")
             check(st == 200 and b"circuit_state" in body,
@@ -832,10 +890,15 @@ def AT9_AT1_duplicates_refused_shared_name_warned_plain_scrape(work):
                   "with the proxy's address as the Host (a Prometheus target): the exposition")
             p, _ = prom(ts)
             check(pv(p, "circuit_results_total", "shop", outcome="success") == 1 and
-                  pv(p, "circuit_results_total", "shop#2", outcome="failure") == 2,
+                  pv(p, "circuit_results_total", "shop#2", outcome="failure") == 5,
                   "both breakers named shop are in the exposition: shop and shop#2")
             check(ts.get("/circuit-metrics", host="a")[2] == b"ok\n",
                   "a mapped host's own /circuit-metrics still goes to its origin")
+            # a map matches by prefix, as the guide says
+            for path in (b"/circuit-metricsX", b"/circuit-metrics/x?y=1"):
+                st, b3 = raw_get(ts.port, b"GET %s HTTP/1.0\r\n\r\n" % path)
+                check(st == 200 and b"circuit_state" in b3,
+                      "%s serves the exposition too (a prefix)" % path.decode())
             promtool = shutil.which("promtool")
             if promtool:
                 r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True)
