@@ -209,7 +209,7 @@ http {{
             ["nginx", "-p", str(f), "-c", str(f / "nginx.conf"), "-e", str(f / "error.log"),
              "-g", "daemon off;"],
             stdin=subprocess.DEVNULL, stdout=open(f / "stdout.log", "ab"),
-            stderr=subprocess.STDOUT)
+            stderr=subprocess.STDOUT, start_new_session=True)
         self.stopped = False
 
     def wait_ready(self, want, timeout_s=10):

@@ -689,7 +689,7 @@ def headline(meta, runs, ov):
             L.append(f"| ... share in Traffic Server's work for a plugin (hook dispatch, TS* "
                      f"calls, casts, malloc/free) | {prof['api_pct']:.2f} % | "
                      f"{prof['off_api_pct']:.2f} % |")
-            L.append(f"| ... the plugin's estimated cost: circuit.so + the difference | "
+            L.append(f"| ... a lower bound on the plugin's cost: circuit.so + the difference | "
                      f"{prof['circuit_so_pct'] + prof['api_pct'] - prof['off_api_pct']:.2f} % "
                      f"| - |")
     L.append(f"| ... traffic_server CPU per request, median (least of the rounds) | "
@@ -812,9 +812,12 @@ def write_markdown(meta, runs, overhead, checks, promtool):
                f"/{_API_SYMBOL.pattern}/i: hook dispatch, transaction arguments, TS* calls; "
                f"libstdc++'s dynamic casts; libc's malloc/free) takes {prof['api_pct']:.2f} % with "
                f"the plugin and {prof['off_api_pct']:.2f} % without ({prof['off_samples']} "
-               f"samples), so the plugin costs about **"
+               f"samples), so the plugin costs at least **"
                f"{prof['circuit_so_pct'] + prof['api_pct'] - prof['off_api_pct']:.2f} %** of "
-               f"traffic_server's CPU in all" if "off_api_pct" in prof else "")
+               f"traffic_server's CPU: a lower bound, since the pattern leaves out what the "
+               f"plugin makes Traffic Server do elsewhere (the copy of the transaction's "
+               f"overridable configuration that TSHttpTxnConfigIntSet triggers, memcpy, cache "
+               f"effects)" if "off_api_pct" in prof else "")
             + ".\n")
     e1 = ov.get("errors1")
     if e1:

@@ -156,6 +156,8 @@ typedef struct rule {
     uint64_t slow;              /* slow responses (AT7); relaxed atomic adds */
     bool shares_name;           /* not its name's first rule: leaves the name's Traffic
                                    Server metrics to that one (relaxed atomic) */
+    int rank;                   /* k > 1: its transitions are logged as NAME#k, the label
+                                   of the exposition (relaxed atomic; name_rank) */
 } rule;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -306,8 +308,20 @@ static bool valid_name(const char *s)
     return true;
 }
 
+/* A duration in the largest unit that states it exactly: 5s, 1500ms, 1ns. */
 static void fmt_duration(char *buf, size_t len, int64_t ns)
 {
+    static const struct {
+        const char *unit;
+        int64_t ns;
+    } units[] = {{"h", INT64_C(3600000000000)}, {"m", INT64_C(60000000000)}, {"s", 1000000000},
+                 {"ms", 1000000}, {"us", 1000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (ns != 0 && ns % units[i].ns == 0) {
+            snprintf(buf, len, "%" PRId64 "%s", ns / units[i].ns, units[i].unit);
+            return;
+        }
+    }
     snprintf(buf, len, "%" PRId64 "ns", ns);
 }
 
@@ -317,6 +331,14 @@ static const char *const known_keys[] = {
     "probe-timeout", "timeout", "slow", "jitter", "failure-status", "metrics",
 };
 #define N_KEYS (sizeof known_keys / sizeof known_keys[0])
+
+static size_t key_index(const char *k)
+{
+    size_t i = 0;
+    while (i < N_KEYS - 1 && strcmp(known_keys[i], k) != 0)
+        i++;
+    return i;
+}
 #define DEFAULT_TIMEOUT_NS CIRCUIT_S(5)
 /* Traffic Server 9.2 checks these timeouts once a second
  * (proxy.config.net.inactivity_check_frequency, 1 by default), and a new
@@ -350,7 +372,8 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
     p->probe_timeout_ns = CIRCUIT_S(3);
     p->timeout_ns = DEFAULT_TIMEOUT_NS;
     p->successes = -1;          /* = probes unless given */
-    bool have_name = false, have_policy = false, have_max = false, have_timeout = false;
+    bool have_name = false, have_policy = false, have_max = false;
+    bool have_open_for = false, have_timeout = false;   /* given, and valid */
     const char *name_given = "?";
     const char *seen[N_KEYS] = {0};   /* the word that first gave each key */
 
@@ -384,6 +407,10 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         }
         if (strcmp(a, "metrics") == 0)
             continue;
+        if (p->metrics) {   /* AT1: the metrics rule takes no parameter: name each word */
+            err_add(&e, "%s (the metrics rule takes no other parameter)", a);
+            continue;
+        }
         if (eq == NULL) {
             err_add(&e, "'%s' (a parameter is name=value)", a);
             continue;
@@ -416,8 +443,10 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         } else if (KEY("open-for")) {
             if (!parse_duration(v, &iv) || iv <= 0)
                 err_add(&e, "open-for=%s (must be a duration > 0 with a unit: ns us ms s m h)", v);
-            else
+            else {
                 p->open_for_ns = iv;
+                have_open_for = true;
+            }
         } else if (KEY("open-for-max")) {
             if (!parse_duration(v, &iv) || iv <= 0)
                 err_add(&e, "open-for-max=%s (must be a duration > 0 with a unit: ns us ms s m h)",
@@ -433,12 +462,13 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
             else
                 p->probe_timeout_ns = iv;
         } else if (KEY("timeout")) {
-            have_timeout = true;
             if (!parse_duration(v, &iv) || iv < CIRCUIT_MS(1) || iv > MAX_TIMEOUT_NS)
                 err_add(&e, "timeout=%s (must be a duration from 1ms to 24h with a unit: ns us ms "
                         "s m h)", v);
-            else
+            else {
                 p->timeout_ns = iv;
+                have_timeout = true;
+            }
         } else if (KEY("slow")) {
             if (!parse_duration(v, &iv) || iv <= 0)
                 err_add(&e, "slow=%s (must be a duration > 0 with a unit: ns us ms s m h)", v);
@@ -488,6 +518,9 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
                 err_add(&e, "policy=%s (must be consecutive:FAILURES or "
                         "failure-rate:RATIO:MIN_RESULTS)", v);
             }
+        } else if (KEY("metrics")) {
+            err_add(&e, "%s (metrics takes no value: the word metrics alone makes the rule serve "
+                    "the Prometheus exposition)", a);
         } else {
             err_add(&e, "unknown parameter '%.*s' (known: name policy window probes successes "
                     "open-for open-for-max probe-timeout timeout slow jitter failure-status metrics)",
@@ -495,11 +528,8 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         }
 #undef KEY
     }
-    if (p->metrics) {
-        if (argc > 1)
-            err_add(&e, "the metrics rule takes no other parameter");
+    if (p->metrics)
         return e.n == 0;
-    }
     if (!have_name)
         err_add(&e, "name= is required");
     if (!have_policy)
@@ -512,21 +542,21 @@ static bool parse_params(int argc, char **argv, rule_params *p, char *errbuf, si
         err_add(&e, "policy=failure-rate:...:%" PRId64 " (MIN_RESULTS exceeds window=%d: the "
                 "window never holds that many results)", p->min_results, p->window);
     if (have_max && p->open_for_max_ns < p->open_for_ns) {
-        char a[32], b[32];
-        fmt_duration(a, sizeof a, p->open_for_max_ns);
+        char b[32];
         fmt_duration(b, sizeof b, p->open_for_ns);
-        err_add(&e, "open-for-max=%s (must be >= open-for=%s)", a, b);
+        err_add(&e, "%s (must be >= open-for=%s%s)", seen[key_index("open-for-max")], b,
+                have_open_for ? "" : ", the default");
     }
     if (!have_max && p->jitter != 0.0)
         err_add(&e, "jitter=%g (only with open-for-max: it cuts the doubling periods)", p->jitter);
     if (!have_max)
         p->open_for_max_ns = 0;
     if (p->slow_ns > 0 && p->slow_ns >= p->timeout_ns) {
-        char a[32], b[32];
-        fmt_duration(a, sizeof a, p->slow_ns);
+        char b[32];
         fmt_duration(b, sizeof b, p->timeout_ns);
-        err_add(&e, "slow=%s (must be less than timeout=%s%s: a response later than the "
-                "timeout is already a failure)", a, b, have_timeout ? "" : ", the default");
+        err_add(&e, "%s (must be less than timeout=%s%s: a response later than the timeout "
+                "is already a failure)", seen[key_index("slow")], b,
+                have_timeout ? "" : ", the default");
     }
     return e.n == 0;
 }
@@ -593,18 +623,24 @@ static void observe_transition(void *arg, void *call_ctx, const circuit_transiti
                         : t->cause == CIRCUIT_CAUSE_TIMER ? "timer"
                                                           : "operator";
     char open_part[64] = "";
+    char label[NAME_MAX_LEN + 16];
+    int k = __atomic_load_n(&r->rank, __ATOMIC_RELAXED);
+    if (k > 1)
+        snprintf(label, sizeof label, "%s#%d", r->p.name, k);
+    else
+        snprintf(label, sizeof label, "%s", r->p.name);
     if (t->to == CIRCUIT_OPEN)
         snprintf(open_part, sizeof open_part, ", open for %.3f s", (double)t->open_for_ns / 1e9);
     const char *fmt = "%s: breaker %s: %s -> %s (generation %" PRIu64 ", cause %s%s; counts: "
                       "%" PRId64 " successes, %" PRId64 " failures in the window, %" PRId64
                       " in a row failed, %" PRId64 " probe timeouts)";
     if (t->to == CIRCUIT_OPEN || t->to == CIRCUIT_ISOLATED)
-        TSWarning(fmt, PLUGIN_NAME, r->p.name, circuit_state_name(t->from),
+        TSWarning(fmt, PLUGIN_NAME, label, circuit_state_name(t->from),
                   circuit_state_name(t->to), t->generation, cause, open_part,
                   t->counts.successes, t->counts.failures, t->counts.consecutive_failures,
                   t->counts.timed_out);
     else
-        TSNote(fmt, PLUGIN_NAME, r->p.name, circuit_state_name(t->from),
+        TSNote(fmt, PLUGIN_NAME, label, circuit_state_name(t->from),
                circuit_state_name(t->to), t->generation, cause, open_part, t->counts.successes,
                t->counts.failures, t->counts.consecutive_failures, t->counts.timed_out);
     /* The metrics see the new state at once; the task refreshes the rest. */
@@ -746,6 +782,16 @@ static int name_rank(const rule *r)
 static bool is_current(const rule *r)
 {
     return is_live(r) && name_rank(r) == 1;
+}
+
+/* The rank each live rule named `name` (every live rule: NULL) logs its
+ * transitions with, the same as its label in the exposition. Caller holds
+ * registry_mu. */
+static void update_ranks(const char *name)
+{
+    for (rule *r = registry; r; r = r->next)
+        if (is_live(r) && (name == NULL || strcmp(r->p.name, name) == 0))
+            __atomic_store_n(&r->rank, name_rank(r), __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1038,6 +1084,7 @@ void TSRemapPostConfigReload(TSRemapReloadStatus status)
         for (rule *r = registry; r; r = r->next)
             if (r->load_pending == loading_load)
                 r->load_live = loading_load;
+        update_ranks(NULL);
     }
     pthread_mutex_unlock(&registry_mu);
     TSNote("%s: remap.config load %" PRIu64 " %s", PLUGIN_NAME, loading_load,
@@ -1095,12 +1142,22 @@ TSReturnCode TSRemapNewInstance(int argc, char *argv[], void **ih, char *errbuf,
             strcmp(o->p.name, r->p.name) == 0)
             earlier++;
     __atomic_store_n(&r->shares_name, earlier > 0, __ATOMIC_RELAXED);
+    /* the log's NAME#k: at the first load the rules are live as they come;
+     * a reload's new rule gets its rank in this load now, and every rule
+     * its live rank when the load is in use (TSRemapPostConfigReload) */
+    if (loading_load == 1)
+        update_ranks(r->p.name);
+    else if (r->load_live != live_load)
+        __atomic_store_n(&r->rank, earlier + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry_mu);
-    if (r->b && p.probe_timeout_ns < PROBE_TIMEOUT_KEPT_NS)
-        TSWarning("%s: breaker %s: probe-timeout=%" PRId64 "ms is shorter than Traffic Server "
-                  "can time an origin out (it checks once a second, a new connection first after "
-                  "1 to 2 s): a hung probe may hold its slot until 2 s; use at least 2500ms",
-                  PLUGIN_NAME, p.name, p.probe_timeout_ns / 1000000);
+    if (r->b && p.probe_timeout_ns < PROBE_TIMEOUT_KEPT_NS) {
+        char pto[32];
+        fmt_duration(pto, sizeof pto, p.probe_timeout_ns);
+        TSWarning("%s: breaker %s: probe-timeout=%s is shorter than Traffic Server can time an "
+                  "origin out (it checks once a second, a new connection first after 1 to 2 s): "
+                  "a hung probe may hold its slot until 2 s; use at least 2500ms",
+                  PLUGIN_NAME, p.name, pto);
+    }
     if (earlier > 0)
         TSWarning("%s: breaker %s: %d earlier rule%s of this remap.config use%s the name %s with "
                   "other parameters: this rule gets a breaker of its own, shown in the Prometheus "

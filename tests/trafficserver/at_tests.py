@@ -216,7 +216,7 @@ def AT1_bad_parameters_refused_with_one_message(work):
         check(len(ours) == 1, "one message from the plugin for the bad rule (got %d)" % len(ours))
         msg = ours[0]
         for bad_param in ("window=0", "open-for=5", "timeout=0s (must be a duration from 1ms",
-                          "slow=9000000000ns (must be less than timeout=5000000000ns", "policy=failure-rate:1.5:20",
+                          "slow=9s (must be less than timeout=5s, the default", "policy=failure-rate:1.5:20",
                           "failure-status=700", "'bogus'", "jitter=0.2 (only with open-for-max"):
             check(bad_param in msg, "the message names " + bad_param)
         check("name=bad" not in msg and "good" not in msg,
@@ -240,8 +240,48 @@ def AT1_bad_parameters_refused_with_one_message(work):
             ts2.stop()
         check(not started, "a rule whose MIN_RESULTS exceeds its window is refused")
         ours = [l for l in diags_lines(ts2, "circuit: rule 'w' refused:") if "[ReverseProxy]" not in l]
-        check(len(ours) == 1 and "exceeds window=10" in ours[0] and "open-for-max=1000000000ns" in ours[0],
-              "one message names MIN_RESULTS against the window and open-for-max against open-for")
+        check(len(ours) == 1 and "exceeds window=10" in ours[0] and
+              "open-for-max=1s (must be >= open-for=5s)" in ours[0],
+              "one message names MIN_RESULTS against the window and open-for-max against open-for,"
+              " the durations as a human reads them: %r" % ours)
+        # more bad rules, each alone (review of issue 30): what the message must say
+        cases = [
+            ("metrics", ["metrics", "name=x"], ["name=x (the metrics rule takes no other parameter)"]),
+            ("m1", ["name=m1", "policy=consecutive:3", "metrics=1"],
+             ["metrics=1 (metrics takes no value"]),
+            ("s5", ["name=s5", "policy=consecutive:3", "slow=5s"],
+             ["slow=5s (must be less than timeout=5s, the default"]),
+            ("s6", ["name=s6", "policy=consecutive:3", "timeout=2000ms", "slow=3s"],
+             ["slow=3s (must be less than timeout=2s:"]),
+            ("of", ["name=of", "policy=consecutive:3", "open-for=2s", "open-for-max=1500ms"],
+             ["open-for-max=1500ms (must be >= open-for=2s)"]),
+        ]
+        for i, (name, params, wants) in enumerate(cases):
+            folder = work / ("ats-case%d" % i)
+            shutil.rmtree(folder, ignore_errors=True)
+            tsc = TrafficServer(folder, remap=[rule("c", origin.port, *params)], plugins=[PLUGIN],
+                                manager=False)
+            try:
+                try:
+                    tsc.start(timeout_s=20)
+                    started = True
+                except RuntimeError:
+                    started = False
+            finally:
+                tsc.stop()
+            head = "circuit: rule %s refused:" % (name if name == "metrics" else "'%s'" % name)
+            ours = [l for l in diags_lines(tsc, head) if "[ReverseProxy]" not in l]
+            check(not started and len(ours) == 1 and all(w in ours[0] for w in wants)
+                  and "unknown parameter" not in ours[0] and "000000ns" not in ours[0],
+                  "%s refused with one message saying %r: %r" % (" ".join(params), wants, ours))
+        # probe-timeout=1ns: accepted, and the warning gives the value as written
+        folder = work / "ats-pto"
+        with TrafficServer(folder, remap=[rule("c", origin.port, "name=pto",
+                                               "policy=consecutive:3", "probe-timeout=1ns")],
+                           plugins=[PLUGIN], manager=False) as tsp:
+            w = wait_for("the short probe-timeout is warned about",
+                         lambda: diags_lines(tsp, "breaker pto: probe-timeout="))
+            check("probe-timeout=1ns is shorter" in w[0], "the warning gives 1ns: %r" % w[0])
 
 
 # --------------------------------------------------------------------------
@@ -401,6 +441,59 @@ def AT3_every_transaction_settled_exactly_once(work):
             check(t["released"] == 1 and t["failures"] == 0 and t["successes"] == 0,
                   "a transaction whose client left before any origin outcome is released: %r" % t)
     finally:
+        hung.close()
+
+
+def AT3_client_gone_get_origin_outcome_still_counted(work):
+    """A GET whose client goes away before the origin answers: Traffic
+    Server goes on with the origin request and the plugin counts its
+    outcome (docs/TRAFFICSERVER.md, section 3): a hung origin's timeout is
+    a failure, a late answer with slow= a slow failure, a late healthy
+    answer a success; nothing is released. (A POST cut in the middle of its
+    body, which Traffic Server ends before any origin outcome, is released:
+    AT3_every_transaction_settled_exactly_once.)"""
+    hung = HungOrigin()
+    delay = DelayOrigin()
+    try:
+        with TrafficServer(work / "ats", plugins=[PLUGIN], manager=False, remap=[
+                f"map http://gone-hung/ http://127.0.0.1:{hung.port}/ @plugin={PLUGIN} "
+                "@pparam=name=gone-hung @pparam=policy=consecutive:1000000 @pparam=timeout=1s",
+                rule("gone-slow", delay.port, "name=gone-slow", "policy=consecutive:1000000",
+                     "slow=500ms", "timeout=5s"),
+                rule("gone-ok", delay.port, "name=gone-ok", "policy=consecutive:1000000",
+                     "timeout=5s"),
+                metrics_rule(delay.port)]) as ts:
+            def leave(host, path, until):
+                c = socket.create_connection(("127.0.0.1", ts.port))
+                c.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
+                until()
+                c.close()
+            # two GETs to a hung origin, each client gone once its request is there
+            for i in range(2):
+                n = len(hung.conns)
+                leave("gone-hung", "/ok", lambda: wait_for(
+                    "GET %d reached the hung origin" % (i + 1), lambda: len(hung.conns) > n))
+            t = wait_for("gone-hung settled", lambda: (lambda t: t if settled(t) == 2 else None)(
+                totals(ts, "gone-hung")), timeout_s=20)
+            check(t["failures"] == 2 and t["released"] == 0 and t["admitted"] == 2,
+                  "clients gone, Traffic Server waited for the hung origin: its timeouts are "
+                  "2 failures, 0 released: %r" % t)
+            # the origin answers 1.5 s after the client left at 0.3 s: a slow failure
+            leave("gone-slow", "/d/1500/200", lambda: time.sleep(0.3))
+            t = wait_for("gone-slow settled", lambda: (lambda t: t if settled(t) == 1 else None)(
+                totals(ts, "gone-slow")), timeout_s=20)
+            p, _ = prom(ts)
+            check(t["failures"] == 1 and t["released"] == 0 and
+                  pv(p, "circuit_slow_calls_total", "gone-slow") == 1,
+                  "client gone, the origin's late answer counted as a slow failure: %r" % t)
+            # and a late healthy answer, no slow=: a success
+            leave("gone-ok", "/d/1000/200", lambda: time.sleep(0.3))
+            t = wait_for("gone-ok settled", lambda: (lambda t: t if settled(t) == 1 else None)(
+                totals(ts, "gone-ok")), timeout_s=20)
+            check(t["successes"] == 1 and t["released"] == 0,
+                  "client gone, the origin's 200 counted as a success: %r" % t)
+    finally:
+        delay.close()
         hung.close()
 
 
@@ -779,9 +872,14 @@ def AT9_AT1_duplicates_refused_shared_name_warned_plain_scrape(work):
                             "shop with other parameters")
             check(len(w) == 1 and 'breaker="shop#2"' in w[0],
                   "the second rule named shop is warned about, with its label: %r" % w)
-            for _ in range(2):
+            for _ in range(5):
                 ts.get("/fail", host="b")
             ts.get("/ok", host="a")
+            # the second rule's transitions are logged under its exposition label
+            line = wait_for("shop#2's opening is logged",
+                            lambda: diags_lines(ts, "breaker shop#2: closed -> open"))
+            check(not diags_lines(ts, "breaker shop: closed -> open"),
+                  "and not as the first rule's: %r" % line)
             # a plain scrape: no Host header at all, and the proxy's own address
             st, body = raw_get(ts.port, b"GET /circuit-metrics HTTP/1.0\r\n\r\n")
             check(st == 200 and b"circuit_state" in body,
@@ -792,10 +890,15 @@ def AT9_AT1_duplicates_refused_shared_name_warned_plain_scrape(work):
                   "with the proxy's address as the Host (a Prometheus target): the exposition")
             p, _ = prom(ts)
             check(pv(p, "circuit_results_total", "shop", outcome="success") == 1 and
-                  pv(p, "circuit_results_total", "shop#2", outcome="failure") == 2,
+                  pv(p, "circuit_results_total", "shop#2", outcome="failure") == 5,
                   "both breakers named shop are in the exposition: shop and shop#2")
             check(ts.get("/circuit-metrics", host="a")[2] == b"ok\n",
                   "a mapped host's own /circuit-metrics still goes to its origin")
+            # a map matches by prefix, as the guide says
+            for path in (b"/circuit-metricsX", b"/circuit-metrics/x?y=1"):
+                st, b3 = raw_get(ts.port, b"GET %s HTTP/1.0\r\n\r\n" % path)
+                check(st == 200 and b"circuit_state" in b3,
+                      "%s serves the exposition too (a prefix)" % path.decode())
             promtool = shutil.which("promtool")
             if promtool:
                 r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True)

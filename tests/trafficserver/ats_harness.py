@@ -17,6 +17,17 @@ Traffic Server 9.2: traffic_ctl talks to traffic_manager, so with
 manager=True (the default) traffic_manager is started and launches
 traffic_server; its pid is read from /proc (the manager's child). With
 manager=False traffic_server runs alone (no traffic_ctl).
+
+Every process is started in a session of its own (start_new_session, stdin
+from /dev/null), and Traffic Server with TS_RUNROOT set to its runroot:
+left in the caller's process group, traffic_server's crash logger
+(traffic_crashlog, stopped until a crash) gets SIGHUP and SIGCONT when that
+group is orphaned (the shell that started the caller exits), wakes, and
+writes a bogus crash report; without TS_RUNROOT it writes it to the
+system's /var/log/trafficserver (it does not see --run-root). Where
+util-linux's setpriv is installed, Traffic Server also gets SIGTERM when
+the process that started it dies (--pdeathsig), so that a killed test
+leaves no server behind.
 """
 
 import http.client
@@ -149,7 +160,8 @@ http {{
         (f / "nginx.conf").write_text(conf)
         self.proc = subprocess.Popen(
             ["nginx", "-p", str(f), "-c", str(f / "nginx.conf"), "-e", str(f / "error.log")],
-            stdout=open(f / "stdout.log", "wb"), stderr=subprocess.STDOUT)
+            stdin=subprocess.DEVNULL, stdout=open(f / "stdout.log", "wb"),
+            stderr=subprocess.STDOUT, start_new_session=True)
         _wait_port(self.port, self.proc, "nginx", 10)
         return self
 
@@ -284,15 +296,22 @@ class TrafficServer:
         # the plugin is not built with sanitizers; keep an ASan runtime of the
         # caller's build out of Traffic Server
         env.pop("LD_PRELOAD", None)
+        # traffic_crashlog reads the layout from here, not from --run-root:
+        # its crash logs go to our log folder, not the system's
+        env["TS_RUNROOT"] = str(self.runroot)
         out = open(self.folder / "stdout.log", "wb")
         if self.manager:
             cmd = ["traffic_manager", f"--run-root={self.runroot}", "--nosyslog"]
         else:
             cmd = ["traffic_server", f"--run-root={self.runroot}"]
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                     cwd=self.folder)
+        if shutil.which("setpriv"):   # execs the command: the pid stays the server's
+            cmd = ["setpriv", "--pdeathsig", "TERM"] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, env=env, cwd=self.folder,
+                                     start_new_session=True)
         try:
-            _wait_port(self.port, self.proc, cmd[0], timeout_s)
+            _wait_port(self.port, self.proc,
+                       "traffic_manager" if self.manager else "traffic_server", timeout_s)
             self.server_pid = self._find_server_pid() if self.manager else self.proc.pid
             if self.manager:
                 self._wait_ctl(timeout_s)

@@ -25,7 +25,15 @@ its fence. This test
      a free port; 8081: the nginx) with HOME=WORK/home: private-layout,
      private-start, private-use (checking its answers and the log line),
      private-stop (checking that traffic_manager and traffic_server are
-     gone).
+     gone). Each block runs in a process group of its own, as a script an
+     operator runs from an interactive shell: when its shell exits, what it
+     left in that group is orphaned. The test checks that private-start's
+     traffic_manager is out of it (traffic_server's crash logger, stopped
+     until a crash, must still be there, not woken by SIGHUP, and
+     traffic_manager must not have reread its configuration), and that no
+     crash log was written, neither in the instance's log folder nor in
+     the system's.
+Throughout, the system's /var/log/trafficserver must gain no file.
 The block `apt` is not run (.ci/run installs those packages and more).
 Processes are stopped by the pid the harness started, pass or fail.
 
@@ -70,8 +78,11 @@ def blocks(guide):
 
 def run(script, cwd, env, what):
     print("---- %s:\n%s----" % (what, script))
+    # a group of its own, like a job of an interactive shell (process_group
+    # needs Python 3.11)
     r = subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env=env, capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, stdin=subprocess.DEVNULL,
+                       preexec_fn=os.setpgrp)
     print(r.stdout + r.stderr)
     if r.returncode != 0:
         raise SystemExit("block %s failed with status %d" % (what, r.returncode))
@@ -93,7 +104,30 @@ def wait_for(what, pred, timeout_s=45):
     print("ok:", what)
 
 
+SYSTEM_LOG = Path("/var/log/trafficserver")
+
+
+def system_logs():
+    """The names in the system's Traffic Server log folder (none if absent)."""
+    try:
+        return {p.name for p in SYSTEM_LOG.iterdir()}
+    except OSError:
+        return set()
+
+
 def main():
+    before = system_logs()
+    try:
+        return recipe()
+    finally:
+        new = sorted(system_logs() - before)
+        if new:
+            print("FAIL: the test left new files in %s: %s" % (SYSTEM_LOG, " ".join(new)))
+            sys.exit(1)
+        print("ok: nothing new in %s (%d files before and after)" % (SYSTEM_LOG, len(before)))
+
+
+def recipe():
     src, work = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     missing = [p for p in ("traffic_server", "traffic_manager", "traffic_ctl", "nginx", "curl")
                if shutil.which(p) is None]
@@ -188,8 +222,8 @@ def scrape(block, proxy_port, work, env):
     proc = subprocess.Popen(["prometheus", "--config.file=%s" % conf,
                              "--storage.tsdb.path=%s" % (work / "prom"),
                              "--web.listen-address=127.0.0.1:%d" % port],
-                            stdout=open(work / "prometheus.log", "wb"), stderr=subprocess.STDOUT,
-                            env=env)
+                            stdin=subprocess.DEVNULL, stdout=open(work / "prometheus.log", "wb"),
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def query(q):
         url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": q}))
@@ -244,11 +278,23 @@ def private_instance(b, origin_port, work, env):
             time.sleep(0.1)
         expect(manager and server, "private-start: traffic_manager (pid %s) runs traffic_server "
                "(pid %s)" % (manager, server))
+        # the block's shell has exited: traffic_manager must be in a session
+        # of its own, so that traffic_server's crash logger still waits
+        # (stopped) instead of being woken by SIGHUP and writing a crash log
+        time.sleep(1)
+        expect(os.getsid(manager) == manager,
+               "private-start: traffic_manager leads a session of its own (setsid)")
+        crashlog = [k for k in children(server) if exe(k).endswith("traffic_crashlog")]
+        expect(len(crashlog) == 1 and state(crashlog[0]) == "T",
+               "traffic_server's crash logger waits, stopped (%r)"
+               % [(k, state(k)) for k in crashlog])
         out = block("private-use")
         expect(re.search(r"^HTTP/1\.1 200", out, re.M) and
                'circuit_state{breaker="shop",state="closed"} 1' in out and
                "breaker shop: operator isolate: done" in out,
                "private-use: 200 through the rule, the exposition, the isolation in diags.log")
+        expect("due to SIGHUP" not in (ats / "log" / "manager.log").read_text(errors="replace"),
+               "traffic_manager got no SIGHUP (manager.log)")
         block("private-stop")
 
         def alive(pid):
@@ -259,10 +305,34 @@ def private_instance(b, origin_port, work, env):
             return st.rsplit(")", 1)[1].split()[0] != "Z"   # a zombie has stopped
         gone = lambda: not alive(manager) and not alive(server)  # noqa: E731
         wait_for("private-stop: traffic_manager and traffic_server are gone", gone, 30)
+        crashes = sorted(p.name for p in (ats / "log").glob("crash-*"))
+        expect(not crashes, "no crash log in the instance's log folder (%r)" % crashes)
     finally:
         for pid in (server, manager):
             if pid:
                 _stop_pid(pid, signal.SIGTERM)
+
+
+def children(pid):
+    try:
+        return [int(k) for k in
+                Path("/proc/%d/task/%d/children" % (pid, pid)).read_text().split()]
+    except OSError:
+        return []
+
+
+def exe(pid):
+    try:
+        return os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return ""
+
+
+def state(pid):
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
 
 
 if __name__ == "__main__":
