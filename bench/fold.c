@@ -8,12 +8,12 @@
  *   (LIST: the CPU counts the core is built for, default 2,16,32,64,128;
  *   JSON lines appended to FILE)
  *
- * A closed failure (src/counting.c) reads one per-CPU cell per CPU the
+ * A closed failure (src/closed.c) reads one per-CPU cell per CPU the
  * breaker was built for (O(CPUs) loads, no write), slides the window over
- * the successes counted since the last exact point (reading the ring slots
- * of the positions that leave, while failures remain among them), asks the
- * trip policy and makes a few shared-line RMWs (L8: the state word's CAS,
- * a descriptor, the failure's ring record, the clears). This program
+ * the successes counted since the last exact point (clearing the failure
+ * bits of the positions that leave: O(window / 64) words), asks the trip
+ * policy and makes a few shared-line RMWs (L8: the state word's CAS, a
+ * descriptor, the bitmap update). This program
  * measures those parts on this machine:
  *
  *   1. failure path by CPU count: the release core (circuit_static, linked

@@ -32,14 +32,15 @@
  * Threads: every call but circuit_new and circuit_free may run on any thread
  * at once, takes no lock (a thread stopped inside one never keeps another
  * from finishing) and allocates nothing beyond CIRCUIT_TRANSITION_POOL. While
- * closed, a success writes no cache line another CPU writes. Callbacks: see
- * circuit_policy and circuit_spec; what a thread did before the call that made
- * a transition happens-before the observe call that delivers it.
+ * closed, a success counts on its admitting CPU's line, which no other CPU
+ * writes unless a ticket moved. Callbacks: see circuit_policy and circuit_spec;
+ * what a thread did before the call that made a transition happens-before the
+ * observe call that delivers it.
  *
  * Stats, no call running: admitted = successes + failures + ignored + late + released + live
  * (live: tickets admitted, not yet settled). A hung upstream: keep
- * config.probe_timeout_ns >= the call's own deadline (circuit_config).
- * Rule ids in brackets (C1, T7) are in docs/CONTRACT.md.
+ * config.probe_timeout_ns >= the call's own deadline (circuit_config). Rule
+ * ids in parentheses (C1, T7) are in docs/CONTRACT.md.
  */
 #ifndef CIRCUIT_H
 #define CIRCUIT_H
@@ -377,9 +378,9 @@ struct circuit_ticket {
  *   came late and was discarded (T2). A timed-out probe's result still counts
  *   if the state has not changed.
  *   Aborts: t is NULL; t not filled by circuit_allow; t was rejected; t was
- *   already settled ("already settled by done" / "by release"); classify
- *   returned no outcome; probe an invalid state; open_for a period <= 0;
- *   malloc failed for a transition.
+ *   already settled ("by done" / "by release"); its breaker freed (unless a
+ *   new one took its address); classify returned no outcome; probe an invalid
+ *   state; open_for a period <= 0; malloc failed.
  *
  * circuit_release(t) settles a live ticket without a result: counts nothing,
  *   frees its probe slot at once (a slot whose timeout already fell due is
@@ -389,7 +390,7 @@ struct circuit_ticket {
  *   may race on two threads (exactly one settles; a losing done aborts "already
  *   settled by release"); a ticket admitted while closed must not be settled
  *   from two threads at once (undefined) (T5).
- *   Aborts: t is NULL; t holds bytes circuit_allow never wrote.
+ *   Aborts: t is NULL; t holds bytes circuit_allow never wrote; a live t's breaker freed.
  *
  * circuit_get_state(b) returns the current state; reports CIRCUIT_HALF_OPEN as
  *   soon as the open period has passed (reads the clock only while open).
@@ -416,8 +417,7 @@ struct circuit_ticket {
  *   half-open, then half-open -> isolated). call_ctx goes to observe.
  *   Inside observe, its transition is delivered after observe returns.
  *   Aborts: b NULL or not built; probe returned an invalid state, or open_for
- *   a period <= 0, for a probe timeout made first; malloc failed for a
- *   transition.
+ *   a period <= 0, for a probe timeout made first; malloc failed.
  *
  * circuit_reset(b, call_ctx) closes the breaker with zero counts from open,
  *   half-open or isolated (cause operator) and returns 0; outstanding probes

@@ -3,10 +3,10 @@
  * of a ticket (admission by circuit_allow, settling by circuit_done /
  * circuit_release, the checks of CFG4 and T4), the operator calls
  * (isolate, reset) and the pure read (circuit_get_state). Each reads top
- * down: it checks its arguments, asks probes.c for the time-driven changes
- * and a probe slot, counting.c to count (closed.c, halfopen.c), transition.c to change state, and
- * delivers what it published before it returns. The floors below are
- * drawn in internal.h.
+ * down: it checks its arguments, asks timeouts.c for the time-driven
+ * changes, probes.c for a probe slot, counting.c to count (closed.c,
+ * halfopen.c), transition.c to change state, and delivers what it published
+ * before it returns. The floors below are drawn in internal.h.
  *
  * Fast paths. Closed: allow is one 8-byte acquire load of the closed
  * mirror (closed_state.h), filling the ticket and one per-CPU total; a success

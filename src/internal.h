@@ -68,6 +68,7 @@
 #undef CIRCUIT_PLANT_PROBE_STALE_CLOCK
 #undef CIRCUIT_PLANT_STATE_READ_STALE
 #undef CIRCUIT_PLANT_RESET_INTENT_EALREADY
+#undef CIRCUIT_PLANT_TICKET_GEN27
 #undef CIRCUIT_PLANT_PASSING_BIT
 #endif
 
@@ -289,6 +290,9 @@ struct circuit_breaker {
     circuit__node pool[CIRCUIT_TRANSITION_POOL];
 };
 
+/* The generation tag's width in the state word (word.h) and in a ticket. */
+#define CIRCUIT__GEN_BITS 30
+
 /* ---- tickets (the caller-owned circuit_ticket, seen from inside) --------- */
 #define CIRCUIT__TICKET_MAGIC UINT64_C(0xc1bc0de500000000)
 #define CIRCUIT__TK_LIVE     1u /* admitted while closed, not settled */
@@ -302,7 +306,7 @@ typedef struct circuit__ticket {
     uint64_t status;     /* CIRCUIT__TICKET_MAGIC | phase; 0 = blank */
     circuit_breaker *b;
     void *call_ctx;
-    /* The admission, as one word whose bits 2-28 are the generation tag:
+    /* The admission, as one word whose bits 2-31 are the generation tag:
      * closed, the closed mirror's value (bits 32-58: the epoch, nothing
      * above: a cell of that epoch, unsealed, compares equal above bit 31);
      * a probe, the slot's reuse sequence in bits 32-63. */
@@ -317,7 +321,12 @@ typedef struct circuit__ticket {
 /* The generation tag a ticket was admitted in (word.h's layout). */
 static inline uint32_t circuit__ticket_gen(const circuit__ticket *tk)
 {
+#if defined(CIRCUIT_PLANT_TICKET_GEN27)
+    /* PLANTED BUG (tests/sched/PLANTS.md): the tag cut to the epoch's 27
+     * bits: past 2^27 every result but a closed success is late (T6) */
     return (uint32_t)((tk->word >> 2) & ((UINT64_C(1) << 27) - 1));
+#endif
+    return (uint32_t)((tk->word >> 2) & ((UINT64_C(1) << CIRCUIT__GEN_BITS) - 1));
 }
 static inline uint32_t circuit__ticket_reuse(const circuit__ticket *tk)
 {

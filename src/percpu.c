@@ -240,8 +240,7 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
     }
 }
 
-__thread const volatile int32_t *circuit__cpu_at __attribute__((tls_model("initial-exec")));
-static __thread int32_t cpu_own; /* this thread's number when it has no rseq */
+__thread circuit__cpu_tls circuit__cpu __attribute__((tls_model("initial-exec")));
 
 uint32_t circuit__cpu_first(void)
 {
@@ -251,14 +250,14 @@ uint32_t circuit__cpu_first(void)
                                                          __rseq_offset);
         int32_t c = (int32_t)rs->cpu_id;
         if (c >= 0) {
-            circuit__cpu_at = (const volatile int32_t *)(const volatile void *)&rs->cpu_id;
+            circuit__cpu.at = (const volatile int32_t *)(const volatile void *)&rs->cpu_id;
             return (uint32_t)c;
         }
     }
     int cpu = sched_getcpu();
-    cpu_own = cpu < 0 ? 0 : cpu;
-    circuit__cpu_at = &cpu_own;
-    return (uint32_t)cpu_own;
+    circuit__cpu.own = cpu < 0 ? 0u : (uint32_t)cpu;
+    circuit__cpu.left = CIRCUIT__CPU_REREAD - 1;
+    return circuit__cpu.own;
 }
 
 void circuit__total_add_slow(circuit_breaker *b, uint32_t c, enum circuit__total t)

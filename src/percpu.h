@@ -23,41 +23,52 @@
 
 #include "word.h"
 
-/* The line of the CPU this thread runs on: sched_getcpu(), which glibc
- * answers from rseq without a system call. A thread may migrate right after:
- * every write to a line is an atomic RMW, so that costs speed, never a
- * count. */
 #ifdef CIRCUIT_SCHED
 /* The schedule checker's build: the scenario decides which CPU a thread is
  * on, and may move it between two reads (tests/sched/). */
 int circuit__sched_cpu(void);
 #endif
-/* Where this thread reads its CPU number: the cpu_id field of the
- * restartable-sequence area glibc registers for every thread (the kernel
- * keeps it current; sched_getcpu() reads the same field), or, without rseq
- * (valgrind, qemu-user, an old kernel or glibc), a number of the thread's
- * own taken once from sched_getcpu(): a thread that migrates then shares a
- * line, which costs speed, never a count (every write to a line is an
- * atomic RMW). NULL until the thread's first call (circuit__cpu_first). A
- * volatile read, no atomic: the area is this thread's own (the kernel
- * writes it between our instructions, never concurrently with them). */
-extern __thread const volatile int32_t *circuit__cpu_at __attribute__((tls_model("initial-exec")));
-uint32_t circuit__cpu_first(void); /* percpu.c: sets circuit__cpu_at */
+
+/* The CPU this thread runs on, read without a call. With rseq (glibc 2.35+
+ * on Linux 4.18+: every thread of a normal process), `at` points to the
+ * cpu_id field of the restartable-sequence area glibc registered for the
+ * thread, which the kernel keeps current (sched_getcpu() reads the same
+ * field). Without rseq (valgrind, qemu-user, glibc.pthread.rseq=0, an old
+ * kernel), `at` is NULL and the thread keeps the number sched_getcpu() gave
+ * it, read again every CIRCUIT__CPU_REREAD of its calls: a thread that
+ * migrates shares its old CPU's line for at most that many calls. Either
+ * way a migration costs speed, never a count (every write to a line is an
+ * atomic RMW). A volatile read, no atomic: the area is the thread's own
+ * (the kernel writes it between our instructions, never concurrently). */
+#define CIRCUIT__CPU_REREAD 64u
+typedef struct circuit__cpu_tls {
+    const volatile int32_t *at; /* rseq's cpu_id; NULL: no rseq, or not looked yet */
+    uint32_t own;               /* without rseq: the number last read */
+    uint32_t left;              /* without rseq: calls before it is read again;
+                                 * 0: read it (and look for rseq) first */
+} circuit__cpu_tls;
+extern __thread circuit__cpu_tls circuit__cpu __attribute__((tls_model("initial-exec")));
+uint32_t circuit__cpu_first(void); /* percpu.c: looks for rseq, or reads own */
 
 /* The CPU this thread runs on, when it can be read without a call; false
- * on the thread's first call (then circuit__cpu_now calls). */
+ * when it must be read (then circuit__cpu_now calls). */
 static inline bool circuit__cpu_quick(uint32_t *cpu)
 {
 #ifdef CIRCUIT_SCHED
     *cpu = (uint32_t)circuit__sched_cpu();
     return true;
 #endif
-    const volatile int32_t *at = circuit__cpu_at;
-    if (__builtin_expect(at == NULL, 0))
+    const volatile int32_t *at = circuit__cpu.at;
+    if (__builtin_expect(at != NULL, 1)) {
+        int32_t c = *at;
+        *cpu = (uint32_t)c;
+        return c >= 0;
+    }
+    if (__builtin_expect(circuit__cpu.left == 0, 0))
         return false;
-    int32_t c = *at;
-    *cpu = (uint32_t)c;
-    return c >= 0;
+    circuit__cpu.left--; /* this thread's own variable */
+    *cpu = circuit__cpu.own;
+    return true;
 }
 
 static inline uint32_t circuit__cpu_now(void)

@@ -1,7 +1,7 @@
 /*
- * Probes and time (probes.c, S3, P1-P3, T5, T6): the half-open state's
- * probe slots and their timeouts, and the time-driven change open ->
- * half-open. Above counting (a timeout is counted there) and transitions;
+ * Probes and time (probes.c: slots; timeouts.c: their timeouts and
+ * circuit__advance; S3, P1-P3, T5, T6): the half-open state's probe slots
+ * and their timeouts, and the time-driven change open -> half-open. Above counting (a timeout is counted there) and transitions;
  * below the public calls.
  *
  * LAYER INTERFACE:

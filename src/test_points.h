@@ -16,7 +16,7 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_SLOT_HELD,             /* allow: probe slot acquired, before returning */
     CIRCUIT_TP_RING_BEFORE_WRITE,     /* done: counted, before writing its window slot
                                        * (half-open) or the point's bitmap update (closed) */
-    CIRCUIT_TP_FAST_BEFORE_COUNT,     /* done: closed word read, before the per-CPU cell CAS (L6) */
+    CIRCUIT_TP_FAST_BEFORE_COUNT,     /* done: the mirror read, before the per-CPU cell CAS (L6) */
     CIRCUIT_TP_FOLD_SEALED,           /* intent completion: every cell sealed, before the sum */
     CIRCUIT_TP_FOLD_MID_SUM,          /* a sum of the cells (a failure's or stats'), mid-way */
     CIRCUIT_TP_INTENT_MADE,           /* an intent is in the word, before its completion */

@@ -20,7 +20,6 @@
 
 #include "internal.h"
 
-#define CIRCUIT__GEN_BITS 30
 #define CIRCUIT__GEN_MASK ((UINT64_C(1) << CIRCUIT__GEN_BITS) - 1)
 #define CIRCUIT__F31_MASK UINT64_C(0x7fffffff)
 

@@ -818,3 +818,33 @@ Test(tickets, T7_transitions_beyond_the_pool_allocate_and_are_recycled)
     cr_assert_eq(A_LOAD(&alloc_live), live0, "circuit_free left %lld blocks",
                  (long long)(A_LOAD(&alloc_live) - live0));
 }
+
+/* Every bit of the generation tag goes into a ticket: with the tag past
+ * 2^27 (the epoch's width, which a ticket once cut the tag to), a closed
+ * failure still counts and trips, and a probe's result still counts and
+ * frees its slot (T6's 30-bit tags; S2, P3). */
+Test(tickets, T6_S2_P3_tickets_keep_every_bit_of_the_generation_tag)
+{
+    fx f;
+    fx_new(&f, 4, 1, OPEN_FOR, PROBE_TO);
+    cr_assert_eq(circuit_isolate(f.b, NULL), 0);
+    cr_assert_eq(circuit_test_skip_generations(f.b, (UINT64_C(1) << 27) + 5), 0);
+    cr_assert_eq(circuit_reset(f.b, NULL), 0);
+    circuit_stats st;
+    circuit_get_stats(f.b, &st);
+    cr_assert_gt(st.generation, UINT64_C(1) << 27);
+    cr_assert(fx_call(&f, RS_OK), "a closed success counts");
+    cr_assert(fx_call(&f, RS_FAIL), "a closed failure past tag 2^27 counts");
+    cr_assert(fx_call(&f, RS_FAIL), "and the second one trips");
+    cr_assert_eq(circuit_get_state(f.b), CIRCUIT_OPEN);
+    circuit_test_clock_advance(OPEN_FOR);
+    circuit_ticket t;
+    cr_assert(circuit_allow(f.b, NULL, &t, NULL), "the first probe");
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.probes_in_flight, 1);
+    cr_assert(circuit_done(&t, RS_OK), "a probe's result past tag 2^27 counts");
+    circuit_get_stats(f.b, &st);
+    cr_assert_eq(st.probes_in_flight, 0, "and frees its slot");
+    cr_assert_eq(st.late, 0);
+    fx_free(&f);
+}

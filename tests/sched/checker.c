@@ -895,6 +895,12 @@ static const scenario scenarios[] = {
      .setup = "afttttafasaotttttr",
      .skip_generations = (UINT64_C(1) << 30) - 4, /* the threads' half-open has g2's tag */
      .setup2 = "afttt", .threads = {"asaf", "aax"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2},
+    {.name = "high_tag",
+     .rules = "T6 S2 P3",
+     .about = "a breaker whose generation tag is past 2^27: failures trip, probes count",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .skip_generations = UINT64_C(1) << 28,
+     .threads = {"afas", "asx"}, .ncpu = 2, .tick_ns = 600, .max_ticks = 2},
     {.name = "phantom",
      .rules = "P1 S4",
      .about = "the half-open change made by a late settler while an allow races it",
