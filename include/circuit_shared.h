@@ -76,7 +76,7 @@ extern "C" {
  *  cannot share a breaker. */
 #define CIRCUIT_SHARED_LAYOUT 1
 
-/**
+/*
  * circuit_shared_size - bytes of shared memory one breaker needs.
  * @cfg: the configuration the breaker will be built with.
  *
@@ -89,7 +89,7 @@ extern "C" {
  */
 CIRCUIT_API size_t circuit_shared_size(const circuit_config *cfg);
 
-/**
+/*
  * circuit_shared_init - build a closed breaker in caller memory.
  * @mem:        at least circuit_shared_size(&spec->config) bytes, aligned to
  *              CIRCUIT_SHARED_ALIGN, writable, and mapped shared
@@ -125,7 +125,7 @@ CIRCUIT_API size_t circuit_shared_size(const circuit_config *cfg);
 CIRCUIT_API int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec,
                                     char *errbuf, size_t errbuf_len);
 
-/**
+/*
  * circuit_shared_attach - a process's handle on a shared breaker.
  * @out:        receives the handle on success, NULL on failure.
  * @mem:        memory built by circuit_shared_init (in this process or
@@ -164,7 +164,7 @@ CIRCUIT_API int circuit_shared_attach(circuit_breaker **out, void *mem, size_t l
                                       const circuit_spec *spec, char *errbuf,
                                       size_t errbuf_len);
 
-/**
+/*
  * circuit_shared_detach - free a process's handle.
  * @b: a handle from circuit_shared_attach, or NULL (does nothing).
  *
