@@ -96,6 +96,9 @@ static circuit_outcome classify(void *arg, void *ctx, int result)
     (void)ctx;
     return (circuit_outcome)result;
 }
+/* The process a scenario thread plays (shared scenarios). */
+static int proc_of(int tid) { return tid == 1 && C.sc->share01 ? 0 : tid; }
+
 static void observe_real(void *arg, void *ctx, const circuit_transition *t)
 {
     int proc = arg ? *(int *)arg : -1;
@@ -110,7 +113,7 @@ static void observe_real(void *arg, void *ctx, const circuit_transition *t)
                 break;
             }
         uintptr_t op = (uintptr_t)ctx;
-        if (ctx && op >= 1 && op <= (uintptr_t)C.nops && C.ops[op - 1].tid != proc)
+        if (ctx && op >= 1 && op <= (uintptr_t)C.nops && proc_of(C.ops[op - 1].tid) != proc)
             sched_fail("SH3: process %d's observe got the call_ctx of call %d, process %d's", proc,
                        (int)op - 1, C.ops[op - 1].tid);
         for (int i = 0; i < C.nreal; i++)
@@ -560,7 +563,7 @@ static bool trans_eq(const trans *r, const trans *m)
      * call began it (an intent) carries the completer's call_ctx (a
      * process never sees another's); observe_real checked it is the
      * delivering process's own */
-    if (C.sc->shared && mh && rh->tid != mh->tid)
+    if (C.sc->shared && mh && proc_of(rh->tid) != proc_of(mh->tid))
         return true;
     /* time-driven changes (a period's end, a probe timeout) are made by the
      * call that notices the time, whichever that is (P1); the oracle cannot
@@ -794,6 +797,10 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         if (circuit_shared_attach(&C.b, C.region, C.region_len, &C.spec, NULL, 0) != 0)
             exit(2);
         for (int t = 0; t < nthreads_of(sc); t++) {
+            if (t == 1 && sc->share01) {
+                C.h[1] = C.h[0]; /* thread 1 is a second thread of process 0 */
+                continue;
+            }
             C.proc_tag[t] = t;
             circuit_spec sp = C.spec;
             sp.observe_arg = &C.proc_tag[t];
@@ -852,7 +859,8 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         final_pending = circuit_test_pending(C.b);
         if (sc->shared)
             for (int t = 0; t < n; t++)
-                final_pending += circuit_test_pending(C.h[t]);
+                if (!(t == 1 && sc->share01))
+                    final_pending += circuit_test_pending(C.h[t]);
         final_real.admitted -= C.base.admitted;
         final_real.rejected -= C.base.rejected;
         final_real.successes -= C.base.successes;
@@ -907,7 +915,8 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     if (sc->shared) {
         circuit_shared_detach(C.b);
         for (int t = 0; t < n; t++)
-            circuit_shared_detach(C.h[t]);
+            if (!(t == 1 && sc->share01))
+                circuit_shared_detach(C.h[t]);
         free(C.region);
     } else {
         circuit_free(C.b);
@@ -1050,6 +1059,11 @@ static const scenario scenarios[] = {
      .config = CFG(4, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
      .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
      .max_deaths = 1, .shared = true},
+    {.name = "shared_two_threads",
+     .rules = "SH3 O1 O2 O3",
+     .about = "two threads of one process and a third process make transitions: per-process order",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .threads = {"afe", "oe", "af"}, .ncpu = 2, .max_deaths = 1, .shared = true, .share01 = true},
     {.name = "shared_cells",
      .rules = "SH1 SH2 M1 L6",
      .about = "closed successes on per-CPU units inside the region, threads moving CPU, a death",

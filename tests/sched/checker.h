@@ -54,6 +54,8 @@ typedef struct scenario {
                                    * a process with its own attached handle (observe, O6
                                    * records, delivery) and proc id tid + 1, so a thread
                                    * that dies is a dead process */
+    bool share01;                 /* shared: threads 0 and 1 are one process (one handle,
+                                   * proc id 1): SH3's per-process order with two makers */
 } scenario;
 
 /*
