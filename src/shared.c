@@ -156,10 +156,8 @@ int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *e
     r->cacheline = CIRCUIT_CACHELINE;
     /* the shared state's first values, through a handle of this process
      * that lives only for the call (the same code as circuit_new) */
-    circuit_breaker *h = malloc(sizeof *h);
-    if (!h)
-        circuit__abort("circuit_shared_init: out of memory for a %zu-byte scratch handle",
-                       sizeof *h);
+    circuit_breaker scratch;
+    circuit_breaker *h = &scratch;
     memset(h, 0, sizeof *h);
     circuit__handle_carve(h, (circuit__shared *)(void *)((char *)mem + l.off_shared),
                           (char *)mem + l.off_arrays, window, (uint32_t)spec->config.probes);
@@ -170,7 +168,6 @@ int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *e
     h->window_magic = r->window_magic;
     circuit__closed_init(h); /* the state word: closed, generation 0 */
     circuit__st128_init(&h->s->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
-    free(h);
     r->magic = REGION_MAGIC;
     return 0;
 }
