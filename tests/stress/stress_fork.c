@@ -67,7 +67,7 @@
 
 #define MAX_PROCS 32
 #define THREADS 2
-#define MAX_TRANS 65536
+#define MAX_TRANS (1 << 19)
 #define PROBES 2
 
 typedef struct tr_rec {
@@ -225,8 +225,8 @@ static void *worker_thread(void *arg)
                     atomic_fetch_add(&l->admitted_ok, 1);
                 atomic_store(&l->phase[th], 0);
                 if (ok) {
-                    if (r >> 40 & 1)
-                        usleep((useconds_t)(r >> 44 & 255)); /* a slow call: probes time out */
+                    if ((r >> 40 & 31) == 0)
+                        usleep((useconds_t)(r >> 46 & 511)); /* a slow call: probes time out */
                     unsigned o = (unsigned)(r >> 20) % 100;
                     atomic_store(&l->phase[th], 2);
                     if (o < 5)
