@@ -265,6 +265,8 @@ void circuit_shared_detach(circuit_breaker *b)
 }
 
 #ifdef CIRCUIT_TESTING
+#include "testing.h"
+
 void circuit_test_shared_proc(circuit_breaker *b, uint32_t id)
 {
     circuit__check_breaker(b, "circuit_test_shared_proc");
