@@ -1053,10 +1053,7 @@ static const scenario scenarios[] = {
     {.name = "shared_probes",
      .rules = "SH2 SH3 P1 S4",
      .about = "processes race the half-open change and its probes; one may die holding a probe",
-     /* P = 1: with P = 2 the core fails V3 in one process too (finding
-      * F3, tests/sched/README.md: a losing allow's passing probe bit
-      * refuses another allow) */
-     .config = CFG(4, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
      .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
      .max_deaths = 1, .shared = true},
     {.name = "shared_two_threads",
