@@ -60,7 +60,7 @@ __attribute__((noreturn)) static void done_refused(uint64_t status)
 
 /* ---- construction ---------------------------------------------------------- */
 
-_Static_assert(sizeof(struct circuit_breaker) <= CIRCUIT_FOOTPRINT_FIXED,
+_Static_assert(sizeof(struct circuit_breaker) + sizeof(circuit__shared) <= CIRCUIT_FOOTPRINT_FIXED,
                "the fixed part documented at CIRCUIT_FOOTPRINT_MAX");
 _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per CPU (L5)");
 
@@ -71,7 +71,7 @@ _Static_assert(sizeof(circuit__pcpu) == CIRCUIT_FOOTPRINT_PER_CPU, "a unit per C
 static uint64_t cpus_cache;
 
 
-static uint32_t cpus_configured(void)
+uint32_t circuit__cpus_configured(void)
 {
     uint32_t forced = CIRCUIT__TEST_CPUS(); /* circuit_test_set_cpus (test build) */
     if (forced)
@@ -95,46 +95,47 @@ static uint64_t salt_next;
 __thread circuit__cb_frame *circuit__cb_top __attribute__((tls_model("initial-exec")));
 
 /* CFG4: the pointers circuit_new needs. */
-static void check_spec(circuit_breaker **out, const circuit_spec *spec)
+void circuit__check_spec(circuit_breaker **out, const circuit_spec *spec, const char *fn)
 {
-    if (!out)
-        circuit__abort("circuit_new: out is NULL");
-    *out = NULL;
+    if (out)
+        *out = NULL;
+    else if (strcmp(fn, "circuit_shared_init") != 0)
+        circuit__abort("%s: out is NULL", fn);
     if (!spec)
-        circuit__abort("circuit_new: spec is NULL");
+        circuit__abort("%s: spec is NULL", fn);
     if (!spec->policy.trip)
-        circuit__abort("circuit_new: policy.trip is NULL");
+        circuit__abort("%s: policy.trip is NULL", fn);
     if (!spec->policy.probe)
-        circuit__abort("circuit_new: policy.probe is NULL");
+        circuit__abort("%s: policy.probe is NULL", fn);
     if (!spec->classify)
-        circuit__abort("circuit_new: classify is NULL");
+        circuit__abort("%s: classify is NULL", fn);
     /* observe may be NULL (CFG4): no observer */
 }
 
-/* The breaker and its arrays in ONE block, zeroed, carved in this order:
- * the breaker (a multiple of 64 bytes), the probe slots (16-byte aligned),
- * the closed window's bitmap (16-byte words; inside the breaker when it is
- * one word), the window ring and the slot bitmap; then its units of the
- * per-CPU arena (percpu.c: 16 bytes per CPU, in chunks shared by up to 64
- * breakers); sizes and footprint set. The only allocations of a breaker's
- * life (CFG3); NULL when memory ran out. */
-static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t ncpu)
+/* The arrays after the shared state, in this order: the probe slots
+ * (16-byte aligned), the closed window's bitmap (16-byte words; in the
+ * shared state when it is one word), the window ring and the slot bitmap.
+ * One layout for circuit_new's block and the shared region (shared.c). */
+size_t circuit__arrays_bytes(uint32_t window, uint32_t probes)
 {
-    _Static_assert(sizeof(circuit_breaker) % 16 == 0, "the probe slots stay aligned");
     uint32_t words = (probes + 31u) / 32u;
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
-    /* the closed bitmap: on the state word's line when it is one word */
     size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
-    size_t slot_bytes = (size_t)probes * sizeof(circuit__u128);
-    size_t bm_bytes = (size_t)words * sizeof(uint64_t);
-    size_t total = sizeof(circuit_breaker) + slot_bytes + cbits_bytes + ring_bytes + bm_bytes;
-    circuit_breaker *b = NULL;
-    if (posix_memalign((void **)&b, 64, total) != 0)
-        return NULL;
-    memset(b, 0, total);
-    char *at = (char *)b + sizeof *b;
+    return (size_t)probes * sizeof(circuit__u128) + cbits_bytes + ring_bytes +
+           (size_t)words * sizeof(uint64_t);
+}
+
+void circuit__handle_carve(circuit_breaker *b, circuit__shared *s, char *arrays, uint32_t window,
+                           uint32_t probes)
+{
+    _Static_assert(sizeof(circuit__shared) % 16 == 0, "the probe slots stay aligned");
+    uint32_t words = (probes + 31u) / 32u;
+    size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
+    size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
+    char *at = arrays;
+    b->s = s;
     b->slots = (circuit__u128 *)(void *)at;
-    at += slot_bytes;
+    at += (size_t)probes * sizeof(circuit__u128);
     at += cbits_bytes; /* the closed bitmap's words (circuit__cbits) */
     b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
     at += ring_bytes;
@@ -142,6 +143,24 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     b->window = window;
     b->probes = probes;
     b->bitmap_words = words;
+}
+
+/* The handle, the shared state and the arrays in ONE block, zeroed (the
+ * handle and the shared state are multiples of 64 bytes); then its units
+ * of the per-CPU arena (percpu.c: 16 bytes per CPU, in chunks shared by up
+ * to 64 breakers); sizes and footprint set. The only allocations of a
+ * breaker's life (CFG3); NULL when memory ran out. */
+static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t ncpu)
+{
+    _Static_assert(sizeof(circuit_breaker) % 64 == 0, "the shared state stays aligned");
+    size_t total = sizeof(circuit_breaker) + sizeof(circuit__shared) +
+                   circuit__arrays_bytes(window, probes);
+    circuit_breaker *b = NULL;
+    if (posix_memalign((void **)&b, 64, total) != 0)
+        return NULL;
+    memset(b, 0, total);
+    circuit__shared *s = (circuit__shared *)(void *)((char *)b + sizeof *b);
+    circuit__handle_carve(b, s, (char *)s + sizeof *s, window, probes);
     b->ncpu = ncpu;
     /* the per-CPU part: a unit of the arena per CPU (percpu.c) */
     if (!circuit__pcpu_take(b)) {
@@ -152,19 +171,9 @@ static circuit_breaker *breaker_alloc(uint32_t window, uint32_t probes, uint32_t
     return b;
 }
 
-int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
-                size_t errbuf_len)
+/* The process's callbacks, from a spec (circuit_new, circuit_shared_attach). */
+void circuit__handle_callbacks(circuit_breaker *b, const circuit_spec *spec)
 {
-    check_spec(out, spec);
-    int rc = circuit__validate(&spec->config, &spec->policy, errbuf, errbuf_len);
-    if (rc)
-        return rc;
-    uint32_t window = (uint32_t)spec->config.window;
-    circuit_breaker *b = breaker_alloc(window, (uint32_t)spec->config.probes,
-                                       cpus_configured());
-    if (!b)
-        return ENOMEM;
-    b->cfg = spec->config;
     b->policy = spec->policy;
     b->classify = spec->classify;
     b->classify_arg = spec->classify_arg;
@@ -172,12 +181,29 @@ int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
     b->observe_arg = spec->observe_arg;
     b->open_for = spec->open_for;
     b->open_for_arg = spec->open_for_arg;
+}
+
+
+int circuit_new(circuit_breaker **out, const circuit_spec *spec, char *errbuf,
+                size_t errbuf_len)
+{
+    circuit__check_spec(out, spec, "circuit_new");
+    int rc = circuit__validate(&spec->config, &spec->policy, errbuf, errbuf_len);
+    if (rc)
+        return rc;
+    uint32_t window = (uint32_t)spec->config.window;
+    circuit_breaker *b = breaker_alloc(window, (uint32_t)spec->config.probes,
+                                       circuit__cpus_configured());
+    if (!b)
+        return ENOMEM;
+    b->cfg = spec->config;
+    circuit__handle_callbacks(b, spec);
     /* relaxed: only the uniqueness of the value matters, no order */
     b->salt = spec->salt ? spec->salt : circuit__faa_rlx(&salt_next, 1) + 1;
     b->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
     b->window_magic = UINT64_MAX / window + 1;
     circuit__closed_init(b); /* the state word: closed, generation 0 */
-    circuit__st128_init(&b->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
+    circuit__st128_init(&b->s->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
     *out = b;
@@ -195,16 +221,10 @@ void circuit_free(circuit_breaker *b)
     if (!b)
         return;
     circuit__check_breaker(b, "circuit_free");
-    /* CFG4: freeing a breaker from inside one of its own callbacks
-     * would leave the call that runs the callback reading freed memory. */
-    for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
-        if ((f->in & ~(uintptr_t)63) == (uintptr_t)b) {
-            const char *what = circuit__cb_name((unsigned)(f->in & 63));
-            circuit__abort("circuit_free: called from inside %s of the same breaker; a breaker "
-                           "cannot be freed by its own callbacks (free it after the call that "
-                           "ran %s has returned)",
-                           what, what);
-        }
+    if (b->shared)
+        circuit__abort("circuit_free: the breaker is a handle attached by circuit_shared_attach; "
+                       "free it with circuit_shared_detach (the shared memory is the caller's)");
+    circuit__check_no_callback(b, "circuit_free");
     circuit__delivery_destroy(b);
     /* Through a volatile lvalue: a plain store just before free() is a dead
      * store the optimiser removes, and a second circuit_free would then find
@@ -214,6 +234,21 @@ void circuit_free(circuit_breaker *b)
     *(volatile uint64_t *)&b->magic = 0;
     circuit__pcpu_give(b); /* its units of the per-CPU arena */
     free(b); /* the one block (breaker_alloc) */
+}
+
+/* CFG4: freeing a breaker (or a handle) from inside one of its own
+ * callbacks would leave the call that runs the callback reading freed
+ * memory. */
+void circuit__check_no_callback(const circuit_breaker *b, const char *fn)
+{
+    for (const circuit__cb_frame *f = circuit__cb_top; f; f = f->prev)
+        if ((f->in & ~(uintptr_t)63) == (uintptr_t)b) {
+            const char *what = circuit__cb_name((unsigned)(f->in & 63));
+            circuit__abort("%s: called from inside %s of the same breaker; a breaker "
+                           "cannot be freed by its own callbacks (free it after the call that "
+                           "ran %s has returned)",
+                           fn, what, what);
+        }
 }
 
 /* ---- admission ------------------------------------------------------------- */
@@ -298,7 +333,7 @@ static bool allow_slow(circuit_breaker *b, circuit__ticket *tk, void *call_ctx,
             return refuse(b, tk, rej, CIRCUIT_HALF_OPEN, 0);
         if (a == CIRCUIT__STALE) {
             /* acquire: decide again from the new state, as of now */
-            seen = circuit__ld128_lo_acq(&b->core);
+            seen = circuit__ld128_lo_acq(&b->s->core);
             now = circuit__now();
             continue;
         }
@@ -327,7 +362,7 @@ static __attribute__((noinline)) bool allow_rest(circuit_breaker *b, void *call_
         return true;
     }
     /* Shut: the state word decides. acquire: as above */
-    seen = circuit__ld128_lo_acq(&b->core);
+    seen = circuit__ld128_lo_acq(&b->s->core);
     if (circuit__code(seen) == CIRCUIT__ST_CLOSED) {
         CIRCUIT__HOOK(CIRCUIT_TP_ALLOW_BEFORE_ADMIT);
         admit(b, tk, call_ctx, circuit__mirror_of(seen));
@@ -442,7 +477,7 @@ __attribute__((noinline)) static bool done_rest(circuit__ticket *tk, uint64_t st
     int64_t now = 0;
     bool have_now = false;
     /* acquire: decisions follow */
-    if (circuit__code(circuit__ld128_lo_acq(&b->core)) != CIRCUIT__ST_CLOSED || probe) {
+    if (circuit__code(circuit__ld128_lo_acq(&b->s->core)) != CIRCUIT__ST_CLOSED || probe) {
         /* Time-driven changes due by now, this probe's own timeout included. */
         now = circuit__now();
         have_now = true;
@@ -595,7 +630,7 @@ static int operate(circuit_breaker *b, void *call_ctx, circuit_state to, unsigne
              * racing a trip's intent resets the open breaker, OP2) */
             bool have_now = true;
             circuit__complete(b, c, &now, &have_now, call_ctx);
-            c = circuit__ld128_acq(&b->core); /* acquire: table core */
+            c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
             continue;
         }
         if (code == already) {
@@ -646,7 +681,7 @@ circuit_state circuit_get_state(const circuit_breaker *b)
 {
     circuit__check_breaker(b, "circuit_get_state");
     /* acquire, and a pair the word really held: hi is this open state's end */
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->s->core);
     for (;;) {
         unsigned code = circuit__code(c.lo);
         if (code != CIRCUIT__ST_OPEN)

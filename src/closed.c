@@ -201,7 +201,7 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
     bool have_now = false;
     /* The mirror shut, or the cell sealed, of another epoch or at its
      * limit: the state word decides (below). acquire: as above */
-    uint64_t lo = circuit__ld128_lo_acq(&b->core);
+    uint64_t lo = circuit__ld128_lo_acq(&b->s->core);
     if (circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__closed_intent(lo) == CIRCUIT__INTENT_NONE &&
         circuit__mirror_of(lo) != m)
         circuit__mirror_set(b);
@@ -210,8 +210,8 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
             return CIRCUIT__LATE; /* T2 (a closed ticket's generation is a closed one) */
         if (circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE) {
             /* acquire: table core */
-            circuit__complete(b, circuit__ld128_acq(&b->core), &now, &have_now, call_ctx);
-            lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
+            circuit__complete(b, circuit__ld128_acq(&b->s->core), &now, &have_now, call_ctx);
+            lo = circuit__ld128_lo_acq(&b->s->core); /* acquire: table core */
             continue;
         }
         uint32_t epoch = circuit__closed_epoch(lo);
@@ -230,7 +230,7 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
             if (circuit__cell_count(v) < CIRCUIT__CELL_COUNT_MAX)
                 continue; /* changed under us: count again */
             /* at its limit: the epoch ends by a FOLD */
-            circuit__u128 w = circuit__ld128_acq(&b->core);
+            circuit__u128 w = circuit__ld128_acq(&b->s->core);
             circuit__point_counts c;
             if (w.lo == lo && circuit__closed_help(b, w, &c))
                 intent_make(b, &w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, call_ctx);
@@ -241,7 +241,7 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
             /* acq_rel: acquire, after the cell's ended epoch; release, so a
              * get_stats that reads this start (acquire) then reads the word
              * out of the ended epoch (stats.c, "still E") */
-            if (circuit__ld128_lo_acq(&b->core) == lo &&
+            if (circuit__ld128_lo_acq(&b->s->core) == lo &&
 #if defined(CIRCUIT_PLANT_ACQ_RESTART)
                 circuit__cas_acq(cell, &v, circuit__cell_make(epoch, 1)))
 #else
@@ -252,7 +252,7 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
         /* Sealed for our epoch (an intent is being completed: it shows in
          * the word), a later epoch's cell, or the word moved: read it again.
          * acquire: pairs with the intent CAS behind a seal. */
-        lo = circuit__ld128_lo_acq(&b->core);
+        lo = circuit__ld128_lo_acq(&b->s->core);
     }
 }
 
@@ -262,19 +262,19 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
 {
     /* the exact point CASes the state word's line: fetch it for writing
      * once, not shared and then again for the CAS */
-    circuit__prefetch_w(&b->core);
-    circuit__u128 w = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__prefetch_w(&b->s->core);
+    circuit__u128 w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     for (;;) {
         if (circuit__gen(w.lo) != gen || circuit__code(w.lo) != CIRCUIT__ST_CLOSED)
             return CIRCUIT__LATE;
         if (circuit__closed_intent(w.lo) != CIRCUIT__INTENT_NONE) {
             circuit__complete(b, w, now, have_now, call_ctx);
-            w = circuit__ld128_acq(&b->core); /* acquire: table core */
+            w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
             continue;
         }
         circuit__point_counts c;
         if (!circuit__closed_help(b, w, &c)) {
-            w = circuit__ld128_acq(&b->core); /* acquire: table core */
+            w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
             continue;
         }
         bool sealed, at_limit;
@@ -284,14 +284,14 @@ circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen,
         circuit__point_counts n;
         if (!need_intent) {
             if (S < c.S) { /* not the word c belongs to */
-                w = circuit__ld128_acq(&b->core); /* acquire: table core */
+                w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
                 continue;
             }
             /* B(k): closed_help made U(k) complete */
             bool fresh = circuit__point_append(b, circuit__closed_point(w.hi), NULL, &c, S - c.S, true, &n);
             /* acquire: after the bitmap and cell reads: c, S and the
              * bitmap belong to w */
-            circuit__u128 again = circuit__ld128_acq(&b->core);
+            circuit__u128 again = circuit__ld128_acq(&b->s->core);
             if (!fresh || again.lo != w.lo || again.hi != w.hi) {
                 w = again;
                 continue;
@@ -331,7 +331,7 @@ bool circuit__closed_isolate(circuit_breaker *b, circuit__u128 *w, int64_t now, 
     bool have_now = true;
     circuit__point_counts c;
     if (!circuit__closed_help(b, *w, &c)) {
-        *w = circuit__ld128_acq(&b->core); /* acquire: table core */
+        *w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
         return false;
     }
     return intent_make(b, w, CIRCUIT__INTENT_ISOLATE, NULL, &now, &have_now, call_ctx);
@@ -343,7 +343,7 @@ bool circuit__closed_fold(circuit_breaker *b, circuit__u128 *w)
     bool have_now = false;
     circuit__point_counts c;
     if (!circuit__closed_help(b, *w, &c)) {
-        *w = circuit__ld128_acq(&b->core); /* acquire: table core */
+        *w = circuit__ld128_acq(&b->s->core); /* acquire: table core */
         return false;
     }
     return intent_make(b, w, CIRCUIT__INTENT_FOLD, NULL, &now, &have_now, NULL);
@@ -378,7 +378,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         if (!circuit__point_read((circuit_breaker *)(uintptr_t)b, w, &c, false)) {
             /* the word moved past the descriptors it names: its point is
              * made during the call; take the newest word */
-            circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: then D */
+            circuit__u128 now = circuit__ld128_acq(&b->s->core); /* acquire: then D */
             if (circuit__code(now.lo) != CIRCUIT__ST_CLOSED) {
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)
                 /* PLANTED BUG (tests/sched/PLANTS.md):
@@ -411,7 +411,7 @@ circuit__u128 circuit__closed_counts_at(const circuit_breaker *b, circuit__u128 
         }
         fresh = fresh && circuit__point_append(b, circuit__closed_point(w.hi), virt, &c, d, false, &n);
         /* acquire: after the bitmap and descriptor reads above (table core) */
-        circuit__u128 now = circuit__ld128_acq(&b->core);
+        circuit__u128 now = circuit__ld128_acq(&b->s->core);
         if (fresh && circuit__closed_at_point(now.lo, now.hi, circuit__gen(w.lo), circuit__closed_point(w.hi)))
             break;
 #if defined(CIRCUIT_PLANT_STATS_MOVED_RING)

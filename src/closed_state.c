@@ -223,7 +223,7 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__poin
     /* acquire: a value it held, checked against the word by the caller.
      * D_{k0} of the state's first point is there before the state is
      * (transition.c), so no point is special. */
-    circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
+    circuit__u128 p = circuit__ld128_acq(&b->s->desc[(k - 1) & 1u]);
     if (!circuit__desc_is(p, k - 1))
         return false;
     circuit__desc_unpack(p, &prev);
@@ -247,10 +247,10 @@ static bool desc_derive(const circuit_breaker *b, circuit__u128 w, circuit__poin
 static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circuit__point_counts *c)
 {
     uint32_t k = circuit__closed_point(w.hi);
-    circuit__u128 *slot = &b->desc[k & 1u];
+    circuit__u128 *slot = &b->s->desc[k & 1u];
     circuit__u128 want = circuit__desc_pack(c, k);
     while (!circuit__desc_is(x, k)) {
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+        circuit__u128 now = circuit__ld128_acq(&b->s->core); /* acquire: table core */
         if (!circuit__closed_at_point(now.lo, now.hi, circuit__gen(w.lo), k))
             return false;
         CIRCUIT__HOOK(CIRCUIT_TP_DESC_BEFORE_CAS);
@@ -265,7 +265,7 @@ static bool desc_put(circuit_breaker *b, circuit__u128 w, circuit__u128 x, circu
 bool circuit__point_read(circuit_breaker *b, circuit__u128 w, circuit__point_counts *out, bool write)
 {
     uint32_t k = circuit__closed_point(w.hi);
-    circuit__u128 *slot = &b->desc[k & 1u];
+    circuit__u128 *slot = &b->s->desc[k & 1u];
     /* acquire: what its writer wrote before it (the bitmap is read after it) */
     circuit__u128 x = circuit__ld128_acq(slot);
     if (circuit__desc_is(x, k)) {
@@ -320,7 +320,7 @@ bool circuit__bits_update_of(const circuit_breaker *b, circuit__u128 w, const ci
         return true; /* window 1 (the word's last outcome), or nothing appended */
     uint32_t k = circuit__closed_point(w.hi);
     /* acquire: checked against the word by the caller, like D_k */
-    circuit__u128 p = circuit__ld128_acq(&b->desc[(k - 1) & 1u]);
+    circuit__u128 p = circuit__ld128_acq(&b->s->desc[(k - 1) & 1u]);
     if (!circuit__desc_is(p, k - 1))
         return false;
     circuit__point_counts prev;
@@ -360,7 +360,7 @@ void circuit__point_publish(circuit_breaker *b, circuit__u128 w, circuit__point_
                         bool failure)
 {
     /* acquire: before the check in desc_put */
-    if (!desc_put(b, w, circuit__ld128_acq(&b->desc[circuit__closed_point(w.hi) & 1u]), c))
+    if (!desc_put(b, w, circuit__ld128_acq(&b->s->desc[circuit__closed_point(w.hi) & 1u]), c))
         return; /* moved on: whoever moved it wrote D_k and U(k) first */
     circuit__bits_update u;
     bits_update_make(b, c, n, failure, &u); /* what circuit__bits_update_of would derive, known here */
@@ -418,7 +418,7 @@ bool circuit__cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
             /* another epoch's cell holds nothing of this one: seal it empty,
              * only while the word still holds the intent (read X, check,
              * CAS X) */
-            if (circuit__ld128_lo_acq(&b->core) != wi.lo)
+            if (circuit__ld128_lo_acq(&b->s->core) != wi.lo)
                 return false;
             CIRCUIT__SHARED_RMW();
             if (circuit__cas_acq_rel(cell, &v, circuit__cell_make(epoch, 0) | CIRCUIT__CELL_SEALED))
@@ -441,17 +441,17 @@ bool circuit__cells_seal(circuit_breaker *b, circuit__u128 wi, uint64_t *sum)
 void circuit__ledger_add(circuit_breaker *b, circuit__u128 wi, uint64_t sum)
 {
     uint64_t key = circuit__ledger_key(wi.lo);
-    circuit__u128 f = circuit__ld128_acq(&b->folded); /* table: folded */
+    circuit__u128 f = circuit__ld128_acq(&b->s->folded); /* table: folded */
     for (;;) {
         if (f.lo == key)
             return; /* added by another completer */
         /* only while the word still holds the intent (acquire: ordered
          * before the CAS), so a stopped completer adds nothing twice */
-        if (circuit__ld128_lo_acq(&b->core) != wi.lo)
+        if (circuit__ld128_lo_acq(&b->s->core) != wi.lo)
             return;
         circuit__u128 n = {key, f.hi + sum};
         CIRCUIT__SHARED_RMW();
-        if (circuit__cas128_sc(&b->folded, &f, n)) /* table: folded */
+        if (circuit__cas128_sc(&b->s->folded, &f, n)) /* table: folded */
             return;
     }
 }
@@ -474,8 +474,8 @@ uint64_t circuit__cells_read(const circuit_breaker *b, uint32_t epoch)
 void circuit__mirror_set(circuit_breaker *b)
 {
     /* acquire, then acquire: the mirror is read BEFORE the word (docs/design/mirror.md) */
-    circuit__u128 m = circuit__ld128_acq(&b->mirror);
-    uint64_t lo = circuit__ld128_lo_acq(&b->core);
+    circuit__u128 m = circuit__ld128_acq(&b->s->mirror);
+    uint64_t lo = circuit__ld128_lo_acq(&b->s->core);
     if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE)
         return;
     uint64_t v = circuit__mirror_of(lo);
@@ -484,22 +484,22 @@ void circuit__mirror_set(circuit_breaker *b)
     CIRCUIT__HOOK(CIRCUIT_TP_MIRROR_BEFORE_SET);
     CIRCUIT__SHARED_RMW();
     /* sc: table mirror; lost: another set or a shut came first (one try) */
-    circuit__cas128_sc(&b->mirror, &m, (circuit__u128){v, m.hi + 1});
+    circuit__cas128_sc(&b->s->mirror, &m, (circuit__u128){v, m.hi + 1});
 }
 
 void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi)
 {
     uint64_t shut = circuit__mirror_of(wi.lo) & ~UINT64_C(3);
-    circuit__u128 m = circuit__ld128_acq(&b->mirror); /* acquire: table mirror */
+    circuit__u128 m = circuit__ld128_acq(&b->s->mirror); /* acquire: table mirror */
     while (m.lo != shut) {
         /* acquire: table core; a completer of a word that moved on makes no
          * CAS out of it */
-        if (circuit__ld128_lo_acq(&b->core) != wi.lo)
+        if (circuit__ld128_lo_acq(&b->s->core) != wi.lo)
             return;
         CIRCUIT__HOOK(CIRCUIT_TP_MIRROR_BEFORE_SHUT);
         CIRCUIT__SHARED_RMW();
         /* sc: table mirror */
-        if (circuit__cas128_sc(&b->mirror, &m, (circuit__u128){shut, m.hi + 1}))
+        if (circuit__cas128_sc(&b->s->mirror, &m, (circuit__u128){shut, m.hi + 1}))
             return;
     }
 }
@@ -515,13 +515,13 @@ void circuit__mirror_shut(circuit_breaker *b, circuit__u128 wi)
 static bool k_next_set(circuit_breaker *b, circuit__u128 c)
 {
     uint64_t want = (uint32_t)(circuit__closed_point(c.hi) + 2u);
-    uint64_t v = circuit__ld_acq(&b->k_next); /* acquire: before the check */
+    uint64_t v = circuit__ld_acq(&b->s->k_next); /* acquire: before the check */
     while (v != want) {
-        circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+        circuit__u128 now = circuit__ld128_acq(&b->s->core); /* acquire: table core */
         if (now.lo != c.lo || now.hi != c.hi)
             return false;
         /* acquire on failure: the value returned is checked again */
-        if (circuit__cas_acq(&b->k_next, &v, want))
+        if (circuit__cas_acq(&b->s->k_next, &v, want))
             break;
     }
     return true;
@@ -533,10 +533,10 @@ static bool k_next_set(circuit_breaker *b, circuit__u128 c)
 static bool desc_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
 {
     circuit__u128 want = circuit__desc_zero(k0);
-    circuit__u128 *slot = &b->desc[k0 & 1u];
+    circuit__u128 *slot = &b->s->desc[k0 & 1u];
     circuit__u128 x = circuit__ld128_acq(slot); /* acquire: before the check */
     while (x.lo != want.lo || x.hi != want.hi) {
-        if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
+        if (circuit__ld128_lo_acq(&b->s->core) != lo) /* acquire: table core */
             return false;
         CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_DESC);
         CIRCUIT__SHARED_RMW();
@@ -560,7 +560,7 @@ static bool bits_start(circuit_breaker *b, uint64_t lo, uint32_t k0)
     for (uint32_t j = 0; j < n; j++) {
         circuit__u128 x = circuit__ld128_acq(circuit__cbits(b, j)); /* acquire: before the check */
         while (circuit__tag_before(x.lo, k0)) {
-            if (circuit__ld128_lo_acq(&b->core) != lo) /* acquire: table core */
+            if (circuit__ld128_lo_acq(&b->s->core) != lo) /* acquire: table core */
                 return false;
             CIRCUIT__HOOK(CIRCUIT_TP_CLOSED_START_BEFORE_BITS);
             CIRCUIT__SHARED_RMW();
@@ -580,7 +580,7 @@ bool circuit__closed_enter(circuit_breaker *b, uint64_t lo, uint32_t gen, circui
 {
     /* acquire: after the acquire of the word being left, which came
      * after the CAS that ended the last closed state (table k_next) */
-    uint32_t k0 = (uint32_t)circuit__ld_acq(&b->k_next);
+    uint32_t k0 = (uint32_t)circuit__ld_acq(&b->s->k_next);
     if (!desc_start(b, lo, k0) || !bits_start(b, lo, k0))
         return false;
     *nw = (circuit__u128){circuit__closed_lo(gen, circuit__fresh_epoch(b), false, false, 0),
@@ -594,14 +594,14 @@ void circuit__closed_init(circuit_breaker *b)
     /* Before the breaker is shared: the cells of the first epoch (0) are
      * the zeroed units (circuit__pcpu_take), and the word naming it, at
      * exact point 0. */
-    b->next_id = 0;
+    b->s->next_id = 0;
     /* D_0: the first closed state's first point (closed_state.h) */
-    b->k_next = 0;
-    circuit__st128_init(&b->desc[0], circuit__desc_zero(0));
-    circuit__st128_init(&b->core, (circuit__u128){circuit__closed_lo(0, 0, false, false, 0),
+    b->s->k_next = 0;
+    circuit__st128_init(&b->s->desc[0], circuit__desc_zero(0));
+    circuit__st128_init(&b->s->core, (circuit__u128){circuit__closed_lo(0, 0, false, false, 0),
                                                   circuit__closed_hi(0, 0)});
     /* the closed mirror (docs/design/mirror.md), open for that state, version 0 */
-    circuit__st128_init(&b->mirror,
+    circuit__st128_init(&b->s->mirror,
                         (circuit__u128){circuit__mirror_of(circuit__closed_lo(0, 0, false, false, 0)), 0});
 }
 
@@ -611,7 +611,7 @@ uint32_t circuit__fresh_epoch(circuit_breaker *b)
     do {
         CIRCUIT__SHARED_RMW();
         /* relaxed RMW: uniqueness is all it needs; ids are not dense */
-        id = (uint32_t)((circuit__faa_rlx(&b->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
+        id = (uint32_t)((circuit__faa_rlx(&b->s->next_id, 1) + 1) & CIRCUIT__EPOCH_MASK);
     } while (id == 0);
     return id;
 }

@@ -91,7 +91,7 @@ static inline uint32_t circuit__cbits_words(uint32_t window) { return (window + 
 static inline circuit__u128 *circuit__cbits(const circuit_breaker *b, uint32_t j)
 {
     /* the words are shared and atomic: a const breaker still names them */
-    return b->window <= 64 ? (circuit__u128 *)(uintptr_t)&b->cbits0 : b->slots + b->probes + j;
+    return b->window <= 64 ? (circuit__u128 *)(uintptr_t)&b->s->cbits0 : b->slots + b->probes + j;
 }
 static inline bool circuit__tag_before(uint64_t tag, uint32_t k) { return (int32_t)((uint32_t)tag - k) < 0; }
 
@@ -112,7 +112,7 @@ static inline uint64_t circuit__mirror_of(uint64_t closed_lo)
  * acquire of the state word came before it). */
 static inline uint64_t circuit__mirror_ld(const circuit_breaker *b)
 {
-    return circuit__ld128_lo_acq(&b->mirror);
+    return circuit__ld128_lo_acq(&b->s->mirror);
 }
 /* A mirror value is open (state code CLOSED) or shut (state code 0): bit 0
  * tells which. */

@@ -24,7 +24,7 @@ bool circuit__count(circuit_breaker *b, uint32_t gen, bool probe, circuit_outcom
     bool counted;
     if (o == CIRCUIT_IGNORED) {
         /* acquire: table core */
-        counted = circuit__gen(circuit__ld128_lo_acq(&b->core)) == gen;
+        counted = circuit__gen(circuit__ld128_lo_acq(&b->s->core)) == gen;
         circuit__total_add(b, counted ? CIRCUIT__T_IGNORED : CIRCUIT__T_LATE);
         return counted;
     }

@@ -30,10 +30,18 @@ void circuit__delivery_init(circuit_breaker *b)
     b->delivering = 0;
     b->held = NULL;
     b->next_gen = 1;
-    for (int i = 0; i < CIRCUIT_TRANSITION_POOL; i++) {
+    b->making = 0;
+    for (int i = 0; i < CIRCUIT_TRANSITION_POOL; i++)
         cds_lfs_node_init(&b->pool[i].lfs);
-        b->pool[i].pool_index = i;
-    }
+}
+
+/* A record of the pool (its index), or -1: malloc'ed. */
+static int node_pooled(const circuit_breaker *b, const circuit__node *n)
+{
+    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)&b->pool[0];
+    if (p < p0 || p >= p0 + sizeof b->pool)
+        return -1;
+    return (int)((p - p0) / sizeof *n);
 }
 _Static_assert(CIRCUIT_TRANSITION_POOL >= 1 && CIRCUIT_TRANSITION_POOL < 64,
                "the pool's free mask is one 64-bit word");
@@ -55,17 +63,17 @@ static circuit__node *node_get(circuit_breaker *b)
         circuit__abort("out of memory while publishing a transition (more than %d pending)",
                        CIRCUIT_TRANSITION_POOL);
     cds_lfs_node_init(&n->lfs);
-    n->pool_index = -1;
     return n;
 }
 
 static void node_put(circuit_breaker *b, circuit__node *n)
 {
-    if (n->pool_index < 0) {
+    int i = node_pooled(b, n);
+    if (i < 0) {
         free(n);
         return;
     }
-    uint64_t bit = UINT64_C(1) << n->pool_index;
+    uint64_t bit = UINT64_C(1) << i;
     uint64_t w = circuit__ld_rlx(&b->pool_free); /* relaxed: the CAS below decides */
     /* release: our reads of the record come before its next owner's writes */
     while (!circuit__cas_rel(&b->pool_free, &w, w | bit))
@@ -131,6 +139,15 @@ static void delivery_unwind(delivery_guard *g)
     circuit__st_rel(&g->b->delivering, 0);
 }
 
+/* Shared mode (SH3): the records held can go out in generation order only
+ * once no maker of this process is between its core CAS and its push (a
+ * lower generation of ours may still come). acquire: pairs with a maker's
+ * release decrement after its push, so the take that follows sees that
+ * record (table: making). The maker's increment, before its CAS, is seen
+ * because the record we hold was made by a CAS after that one (the core
+ * CASes carry it: docs/design/shared-memory.md, DELIVERY). */
+static bool makers_quiet(circuit_breaker *b) { return circuit__ld_acq(&b->making) == 0; }
+
 void circuit__deliver(circuit_breaker *b)
 {
     for (;;) {
@@ -147,10 +164,25 @@ void circuit__deliver(circuit_breaker *b)
         delivery_guard g __attribute__((cleanup(delivery_unwind))) = {b, NULL, 1};
         for (;;) {
             take_published(b);
-            while (b->held && b->held->tr.generation == b->next_gen) {
+#if !defined(CIRCUIT_PLANT_SHARED_NO_MAKERS)
+            if (b->shared) {
+                /* a maker of ours still to push delivers after its push */
+                if (!makers_quiet(b))
+                    break;
+                take_published(b); /* what they pushed before they left */
+            }
+#else
+            /* PLANTED BUG (tests/sched/PLANTS.md): in shared memory the
+             * held records go out without waiting for this process's
+             * makers: a lower generation of ours may come after */
+#endif
+            /* in one process every generation is ours: the next one is
+             * due; in shared memory, every one held is ours and none of
+             * ours below it is still to come */
+            while (b->held && (b->shared || b->held->tr.generation == b->next_gen)) {
                 circuit__node *n = b->held;
                 b->held = n->next;
-                b->next_gen++;
+                b->next_gen = n->tr.generation + 1;
                 circuit__faa_rlx(&b->pending, (uint64_t)-1); /* relaxed: a hint */
                 g.current = n;
                 circuit_transition tr = n->tr;
@@ -168,11 +200,29 @@ void circuit__deliver(circuit_breaker *b)
         /* release: the next deliverer sees held/next_gen as we leave them */
         circuit__st_rel(&b->delivering, 0);
         /* Dekker pair with the publisher: (this clear, the look at the stack
-         * below) vs (its push, its try of the flag) */
+         * below) vs (its push, its try of the flag); in shared memory also
+         * (this clear, the look at `making`) vs (a maker's decrement, its
+         * try of the flag) */
         circuit__fence_sc();
-        if (cds_lfs_empty(&b->stack))
-            return;
+        if (cds_lfs_empty(&b->stack) &&
+            !(b->shared && circuit__ld_rlx(&b->pending) != 0 && makers_quiet(b)))
+            return; /* relaxed pending: after the fence, a hint (table: pending) */
     }
+}
+
+/* Shared mode: a maker of this process enters and leaves the window between
+ * its core CAS and its push (transition.c). */
+void circuit__making_enter(circuit_breaker *b)
+{
+    /* relaxed: a deliverer holding a later record sees it through the core
+     * CASes between (table: making) */
+    circuit__faa_rlx(&b->making, 1);
+}
+
+void circuit__making_leave(circuit_breaker *b)
+{
+    /* release: after our push, for the deliverer's acquire (table: making) */
+    circuit__faa_rel(&b->making, (uint64_t)-1);
 }
 
 void circuit__delivery_destroy(circuit_breaker *b)
@@ -182,7 +232,7 @@ void circuit__delivery_destroy(circuit_breaker *b)
     while (b->held) {
         circuit__node *n = b->held;
         b->held = n->next;
-        if (n->pool_index < 0)
+        if (node_pooled(b, n) < 0)
             free(n);
     }
 }

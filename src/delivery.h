@@ -18,6 +18,10 @@ void circuit__delivery_destroy(circuit_breaker *b);
  * records is exhausted. */
 void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *call_ctx);
 
+/* Shared mode (SH3): brackets a maker's core CAS and its publication. */
+void circuit__making_enter(circuit_breaker *b);
+void circuit__making_leave(circuit_breaker *b);
+
 /* Delivers what is queued unless another thread holds the delivery role. */
 void circuit__deliver(circuit_breaker *b);
 

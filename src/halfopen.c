@@ -63,7 +63,7 @@ static void ring_write(circuit_breaker *b, uint32_t gen, uint32_t seq)
         /* Pending means the state word is at (gen, seq + 1), slow mode.
          * Later than that, the thread that moved it past seq + 1 wrote this
          * record first. acquire: ordered before the CAS below. */
-        uint64_t lo = circuit__ld128_lo_acq(&b->core);
+        uint64_t lo = circuit__ld128_lo_acq(&b->s->core);
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_HALF_OPEN ||
             circuit__seq_sub(b, circuit__seq(lo), seq) != 1)
             return;
@@ -94,7 +94,7 @@ bool circuit__ring_start(circuit_breaker *b, uint32_t gen, uint64_t lo)
         uint64_t r = circuit__ld_acq(&b->ring[i]);
         while ((r & REC_VALID) && rec_gen(r) == gen) {
             /* acquire: table core */
-            if (circuit__ld128_lo_acq(&b->core) != lo)
+            if (circuit__ld128_lo_acq(&b->s->core) != lo)
                 return false;
             CIRCUIT__SHARED_RMW();
             /* acquire on failure: the value handed back is checked again;
@@ -186,7 +186,7 @@ bool circuit__append(circuit_breaker *b, circuit__u128 c, bool failure, circuit_
 bool circuit__halfopen_count(circuit_breaker *b, uint32_t gen, bool failure, void *call_ctx,
                        int64_t now)
 {
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     ck_backoff_t backoff = CAS_BACKOFF_FIRST;
     for (;;) {
         if (circuit__gen(c.lo) != gen)
@@ -198,10 +198,10 @@ bool circuit__halfopen_count(circuit_breaker *b, uint32_t gen, bool failure, voi
         circuit__u128 n;
         bool evicted_failure = circuit__append(b, c, failure, &n);
         /* acquire: after the ring read inside append */
-        if (circuit__ld128_lo_acq(&b->core) != c.lo) {
+        if (circuit__ld128_lo_acq(&b->s->core) != c.lo) {
             /* c went stale while we read its evicted record: the counts would
              * mix two states, and no policy may see that. */
-            c = circuit__ld128_acq(&b->core);
+            c = circuit__ld128_acq(&b->s->core);
             continue;
         }
         circuit_counts cnt;

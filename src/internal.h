@@ -70,6 +70,7 @@
 #undef CIRCUIT_PLANT_RESET_INTENT_EALREADY
 #undef CIRCUIT_PLANT_TICKET_GEN27
 #undef CIRCUIT_PLANT_PASSING_BIT
+#undef CIRCUIT_PLANT_SHARED_NO_MAKERS
 #endif
 
 #define CIRCUIT__MAGIC UINT64_C(0x63697263756974b2) /* "circuit" + tag */
@@ -80,8 +81,7 @@ typedef struct circuit__node {
     struct cds_lfs_node lfs;       /* liburcu stack link */
     struct circuit__node *next;    /* deliverer's ordered list */
     circuit_transition tr;         /* tr.generation is the 64-bit generation */
-    void *call_ctx;
-    int pool_index;                /* -1: malloc'ed overflow record */
+    void *call_ctx;                /* a pool record, or malloc'ed (delivery.c: node_pooled) */
 } circuit__node;
 
 /* ---- the per-CPU part (percpu.c) ------------------------------------------ */
@@ -188,9 +188,10 @@ enum circuit__total {
  *                the flush's owner)                  total_flush (ld_rlx)       increments continue the release
  *                                                                              sequence (RMWs)
  * tot_ctl        a flush's START (cas_acq_rel from   total_flush (ld_acq),      START's acquire sees the last END's
- *  {seq, busy,   an idle word it read), its END      get_stats (ld_acq before   release (the parities it records are
- *   c, i, pP,    (st_rel, only the owner)            and after the fields)      current); seq only grows, so a reader
- *   pS}                                                                        finding it unchanged saw one flush
+ *  {seq, owner,  an idle word it read), its END      get_stats (ld_acq before   release (the parities it records are
+ *   busy, c, i,  (cas_rel from its busy word);       and after the fields),     current); seq only grows, so a reader
+ *   pP, pS}      shared mode: a takeover of a dead   take_over (ld_acq)         finding it unchanged saw one flush; a
+ *                owner's flush (cas_acq_rel, seq+1)                             taker acquires the dead owner's steps
  * tot_shared[]   a flush's CREDIT (faa_rel: +T and   get_stats (ld_acq, after   CREDIT before SUBTRACT in the owner;
  *  {parity,      flips the parity), the overflow     the fields)                the parity tells a reader whether the
  *   total}       path (faa_rlx +1: a field at its                               busy flush has credited yet
@@ -204,6 +205,10 @@ enum circuit__total {
  *                (probes.c, faa_rlx)
  * pending        publish (faa_rlx +1), deliverer    deliver_pending            a hint only: a publisher delivers
  *                (faa_rlx -1)                       (ld_rlx)                   its own records (delivery.c)
+ * making         shared mode: a transition maker     deliverer (ld_acq, after   a record held was made by a core CAS
+ *  (handle)      before its core CAS (faa_rlx +1),  taking the records; and    after the maker's +1 (the CASes carry
+ *                after its push or failed CAS       after the role's release,  it); 0 read: every maker's push is
+ *                (faa_rel -1)                       fence_sc first)            seen by the take that follows (rel/acq)
  * delivering     deliverer: cas_acq 0 -> 1,         deliver_pending (ld_rlx:   the role: release store -> the next
  *                st_rel 1 -> 0                      a hint: held, skip)        holder's acquire CAS (held, next_gen)
  *                                                                              Dekker with the stack: fence_sc
@@ -217,8 +222,52 @@ enum circuit__total {
  *  ticket)                                                                     frees the slot; moving a ticket
  *                                                                              between threads is the caller's
  */
+/* The breaker's shared state: every field more than one thread (or, in
+ * shared memory, more than one process) writes after construction. It
+ * holds no pointer (SH1): in shared memory it sits in the caller's region
+ * (shared.c, the layout in docs/design/shared-memory.md); for circuit_new
+ * it follows the handle in the same block. */
+typedef struct circuit__shared {
+    /* the state word, and the closed descriptors beside it on its line: a
+     * failure's exact point CASes the word and then writes D_k, so both
+     * are one line handed over, not two; and D_k, written by every
+     * failure, stays off the line of `pending`, which every call reads */
+    _Alignas(64) circuit__u128 core;
+    circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
+    circuit__u128 cbits0;                  /* the closed bitmap's one word when window <= 64 */
+
+    /* half-open: probe timeouts and the reopen count */
+    _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
+    uint64_t probe_scans;                  /* timeout scans running now */
+    uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
+    circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
+    /* read on every call while closed, written when a closed epoch starts
+     * or ends (word.h, THE CLOSED MIRROR): on this line, which no thread
+     * writes while the breaker is closed */
+    circuit__u128 mirror;                  /* {closed gen|epoch, or shut, version} */
+
+    /* written when transitions are made, folds finish and probes time out */
+    _Alignas(64) uint64_t gen64;           /* latest 64-bit generation made (a max) */
+    uint64_t next_id;                      /* epoch ids handed out */
+    uint64_t transitions;                  /* total made (M1) */
+    uint64_t timed_out;                    /* total probe timeouts (M1) */
+    circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
+    uint64_t k_next;                       /* the next closed state's first point k0 */
+
+    /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
+     * once per flush (a field's T units) and by shared-path successes */
+    _Alignas(64) uint64_t tot_ctl;         /* the flush control word */
+    uint64_t tot_shared[CIRCUIT__T_NPACKED]; /* {parity:1, total:63} per packed total */
+    uint64_t succ_slow;                    /* successes counted on shared paths (M1) */
+} circuit__shared;
+
+/* The handle: what a process holds (for circuit_new, THE breaker). Its
+ * first part is read-only after construction (copies of the shared
+ * region's constants, this process's callbacks and its view of where the
+ * parts are mapped); the rest is this process's delivery (delivery.c,
+ * SH3) and the O6 records of the intents its calls made. */
 struct circuit_breaker {
-    /* read-only after circuit_new */
+    /* read-only after circuit_new / circuit_shared_attach */
     uint64_t magic;
     circuit_config cfg;
     circuit_policy policy;
@@ -245,46 +294,21 @@ struct circuit_breaker {
     uint16_t arena_unit;           /* the unit index in its arena chunk (percpu.c) */
     uint16_t pcpu_stride;          /* bytes between two CPUs' units: its chunk's region */
 
-    /* the state word, and the closed descriptors beside it on its line: a
-     * failure's exact point CASes the word and then writes D_k, so both
-     * are one line handed over, not two; and D_k, written by every
-     * failure, stays off the line of `pending`, which every call reads */
-    _Alignas(64) circuit__u128 core;
-    circuit__u128 desc[2];                 /* closed: counts at exact points k, k - 1 */
-    circuit__u128 cbits0;                  /* the closed bitmap's one word when window <= 64 */
-
-    /* half-open: probe timeouts and the reopen count */
-    _Alignas(64) circuit__u128 probe_hint; /* {due_ns lower bound, version} */
-    uint64_t probe_scans;                  /* timeout scans running now */
-    uint64_t half_reopens;                 /* {gen tag << 32 | reopens} of the half-open state */
-    circuit__u128 probe_claim;             /* the probe timeout being counted (probes.c) */
-    /* read on every call while closed, written when a closed epoch starts
-     * or ends (docs/design/mirror.md): on this line, which no thread
-     * writes while the breaker is closed */
-    circuit__u128 mirror;                  /* {closed gen|epoch, or shut, version} */
-
-    /* written when transitions are made, folds finish and probes time out */
+    /* read on every call (pending) and written when transitions are made */
     _Alignas(64) uint64_t pending;         /* published and not yet delivered */
+    circuit__shared *s;                    /* the shared state (read-only pointer) */
     uint64_t delivering;                   /* 1 while a thread holds the delivery role */
     struct __cds_lfs_stack stack;          /* published records */
     uint64_t pool_free;                    /* bit i set: pool[i] is free */
-    uint64_t gen64;                        /* latest 64-bit generation made (a max) */
-    uint64_t next_id;                      /* epoch ids handed out */
-    uint64_t transitions;                  /* total made (M1) */
-    uint64_t timed_out;                    /* total probe timeouts (M1) */
-    circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
-    uint64_t k_next;                       /* the next closed state's first point k0 */
-    circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who made the newest trip [0] and
-                                            * isolate [1] intent (O6) */
-
-    /* the packed totals' shared side (docs/design/percpu.md): written
-     * once per flush (a field's T units) and by shared-path successes */
-    _Alignas(64) uint64_t tot_ctl;         /* the flush control word */
-    uint64_t tot_shared[CIRCUIT__T_NPACKED]; /* {parity:1, total:63} per packed total */
-    uint64_t succ_slow;                    /* successes counted on shared paths (M1) */
-
+    uint64_t making;                       /* shared mode: this process's transition makers
+                                            * between their core CAS and their push */
+    uint32_t proc;                         /* shared mode: this process's id (its pid), 0 for
+                                            * circuit_new; read-only */
+    uint32_t shared;                       /* 1: attached by circuit_shared_attach; read-only */
+    circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who, in this process, made the
+                                            * newest trip [0] and isolate [1] intent (O6) */
     /* owned by the thread holding the delivery role */
-    _Alignas(64) circuit__node *held;      /* records waiting for an earlier generation */
+    circuit__node *held;                   /* records waiting for an earlier generation */
     uint64_t next_gen;                     /* 64-bit generation of the next delivery */
 
     circuit__node pool[CIRCUIT_TRANSITION_POOL];
@@ -390,6 +414,19 @@ int circuit__validate(const circuit_config *cfg, const circuit_policy *policy, c
 /* clock.c: CLOCK_MONOTONIC in ns (the test build: testing.c's settable
  * clock, unless a test asks for the real one). */
 int64_t circuit__now(void);
+
+/* breaker.c: what circuit_new and circuit_shared_attach share. */
+void circuit__check_spec(circuit_breaker **out, const circuit_spec *spec, const char *fn);
+void circuit__check_no_callback(const circuit_breaker *b, const char *fn);
+uint32_t circuit__cpus_configured(void);
+size_t circuit__arrays_bytes(uint32_t window, uint32_t probes);
+void circuit__handle_carve(circuit_breaker *b, circuit__shared *s, char *arrays, uint32_t window,
+                           uint32_t probes);
+void circuit__handle_callbacks(circuit_breaker *b, const circuit_spec *spec);
+
+/* shared.c: whether the process `id` (a pid; in the schedule checker's
+ * build, a scenario thread playing a process) still exists. */
+bool circuit__proc_alive(uint32_t id);
 int64_t circuit__clock_monotonic(void);
 
 /* Aborts unless b is a live breaker built by circuit_new (CFG4). */

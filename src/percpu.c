@@ -118,27 +118,75 @@ void circuit__pcpu_give(circuit_breaker *b)
 
 /* ---- the packed totals' slow side (percpu.h) -------------------------------- */
 
-/* tot_ctl: {seq:46 | c:12 | i:3 | pS:1 | pP:1 | busy:1}, busy the low bit */
+/* tot_ctl: {seq:24 | owner:22 | c:12 | i:3 | pS:1 | pP:1 | busy:1}, busy the
+ * low bit. owner: the pid of the process whose thread STARTed the flush (or
+ * took it over), 0 for circuit_new's breakers (no takeover) */
 #define CTL_BUSY UINT64_C(1)
 #define CTL_PP_SHIFT 1
 #define CTL_PS_SHIFT 2
 #define CTL_I_SHIFT 3
 #define CTL_C_SHIFT 6
-#define CTL_SEQ_SHIFT 18
+#define CTL_OWNER_SHIFT 18
+#define CTL_OWNER_MASK ((UINT64_C(1) << 22) - 1)
+#define CTL_SEQ_SHIFT 40
 #define CTL_SEQ_ONE (UINT64_C(1) << CTL_SEQ_SHIFT)
 _Static_assert(CIRCUIT__T_NPACKED <= 8, "the field fits 3 bits");
+_Static_assert(CIRCUIT__MAX_CPUS <= 4096, "the CPU fits 12 bits");
 
 static inline uint32_t ctl_c(uint64_t ctl) { return (uint32_t)(ctl >> CTL_C_SHIFT) & 0xfffu; }
 static inline enum circuit__total ctl_i(uint64_t ctl)
 {
     return (enum circuit__total)((ctl >> CTL_I_SHIFT) & 7u);
 }
+static inline uint32_t ctl_owner(uint64_t ctl) { return (uint32_t)((ctl >> CTL_OWNER_SHIFT) & CTL_OWNER_MASK); }
+static inline uint64_t ctl_with_owner(uint64_t ctl, uint32_t owner)
+{
+    return (ctl & ~(CTL_OWNER_MASK << CTL_OWNER_SHIFT)) | ((uint64_t)owner & CTL_OWNER_MASK) << CTL_OWNER_SHIFT;
+}
+
+/* The steps of the flush that `busy` names, each done unless already done:
+ * its owner runs them all; a taker of a dead owner's flush runs the rest.
+ * Only one live thread runs them at a time (the owner, or the one taker
+ * whose CAS won), so "not yet done" read from a parity stays true until
+ * its own CAS: a parity flips only in a flush's step. */
+static void flush_steps(circuit_breaker *b, uint64_t busy)
+{
+    enum circuit__total t = ctl_i(busy);
+    uint64_t batch = circuit__tot_batch(t);
+    uint64_t *s = &b->s->tot_shared[t];
+    uint64_t ps = (busy >> CTL_PS_SHIFT) & 1u, pp = (busy >> CTL_PP_SHIFT) & 1u;
+    CIRCUIT__SHARED_RMW();
+    /* CREDIT: +T and the parity flipped, one RMW, unless the parity says it
+     * is done. release: before the SUBTRACT, so a reader that sees the
+     * subtract sees it (table: tot_shared); relaxed load: the CAS decides */
+    uint64_t sv = circuit__ld_rlx(s);
+    while ((sv >> 63) == ps && !circuit__cas_rel(s, &sv, sv + batch + CIRCUIT__SHARED_PARITY))
+        ;
+    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_CREDITED);
+    /* SUBTRACT: only this thread lowers the field now; the CAS loses only
+     * to adds. release: after the CREDIT (table: pcpu[].tot) */
+    uint64_t *w = &circuit__unit(b, ctl_c(busy))->tot;
+    uint64_t flip = UINT64_C(1) << (circuit__tot_shift(t) + circuit__tot_width(t));
+    uint64_t v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
+    /* release CAS: after the CREDIT (table: pcpu[].tot) */
+    while (circuit__tot_parity(v, t) == pp &&
+           !circuit__cas_rel(w, &v, (v - (batch << circuit__tot_shift(t))) ^ flip))
+        ;
+    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_SUBTRACTED);
+    CIRCUIT__SHARED_RMW();
+    /* END: idle, seq + 1, still naming this flush (a reader that met it
+     * learns which one from here). release: the next START (acquire) sees
+     * the credit and the subtract; a CAS, since a taker may have moved the
+     * word on if this owner was declared dead (table: tot_ctl) */
+    uint64_t cur = busy;
+    circuit__cas_rel(&b->s->tot_ctl, &cur, (busy & ~CTL_BUSY) + CTL_SEQ_ONE);
+}
 
 void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
 {
     /* acquire: the last flush's END (release) is seen with what it did, so
      * the parities recorded below are current (table: tot_ctl) */
-    uint64_t ctl = circuit__ld_acq(&b->tot_ctl);
+    uint64_t ctl = circuit__ld_acq(&b->s->tot_ctl);
     if (ctl & CTL_BUSY)
         return; /* one at a time: a later add of this field tries again */
     uint64_t *w = &circuit__unit(b, c)->tot;
@@ -148,36 +196,40 @@ void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
     uint64_t v = circuit__ld_rlx(w);
     if (circuit__tot_value(v, t) < circuit__tot_batch(t))
         return; /* flushed meanwhile */
-    uint64_t *s = &b->tot_shared[t];
+    uint64_t *s = &b->s->tot_shared[t];
     uint64_t ps = circuit__ld_rlx(s) >> 63; /* relaxed: as above */
     uint64_t busy = ((ctl >> CTL_SEQ_SHIFT) + 1) << CTL_SEQ_SHIFT | (uint64_t)c << CTL_C_SHIFT |
                     (uint64_t)t << CTL_I_SHIFT | ps << CTL_PS_SHIFT |
                     circuit__tot_parity(v, t) << CTL_PP_SHIFT | CTL_BUSY;
+    busy = ctl_with_owner(busy, b->proc);
     CIRCUIT__SHARED_RMW();
     /* START. acq_rel: acquire as the load above; release: a reader that
      * sees it busy sees the state it started from (table: tot_ctl) */
-    if (!circuit__cas_acq_rel(&b->tot_ctl, &ctl, busy))
+    if (!circuit__cas_acq_rel(&b->s->tot_ctl, &ctl, busy))
         return;
     CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_STARTED);
-    uint64_t batch = circuit__tot_batch(t);
+    flush_steps(b, busy);
+}
+
+/* Shared mode (SH2): a flush whose owner process is dead would hold the
+ * role forever, and every field at its top would then count on the shared
+ * line (the overflow path) for good. The first thread that needs the role
+ * and finds its owner gone takes it over: a CAS naming itself (seq + 1, the
+ * same flush), then the steps the owner had not done. Asked only on the
+ * overflow path (a field at its top: rare while flushes run). */
+static void flush_take_over(circuit_breaker *b)
+{
+    /* acquire: as circuit__total_flush's (table: tot_ctl) */
+    uint64_t ctl = circuit__ld_acq(&b->s->tot_ctl);
+    uint32_t owner = ctl_owner(ctl);
+    if (!(ctl & CTL_BUSY) || owner == 0 || owner == b->proc || circuit__proc_alive(owner))
+        return;
+    uint64_t mine = ctl_with_owner(ctl + CTL_SEQ_ONE, b->proc);
     CIRCUIT__SHARED_RMW();
-    /* CREDIT: +T and the parity flipped, one RMW. release: before the
-     * SUBTRACT, so a reader that sees the subtract sees it (table:
-     * tot_shared) */
-    circuit__faa_rel(s, batch + CIRCUIT__SHARED_PARITY);
-    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_CREDITED);
-    /* SUBTRACT: only this thread lowers the field now; the CAS loses only
-     * to adds. release: after the CREDIT (table: pcpu[].tot) */
-    uint64_t flip = UINT64_C(1) << (circuit__tot_shift(t) + circuit__tot_width(t));
-    v = circuit__ld_rlx(w); /* relaxed: the CAS decides */
-    while (!circuit__cas_rel(w, &v, (v - (batch << circuit__tot_shift(t))) ^ flip))
-        ;
-    CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_SUBTRACTED);
-    CIRCUIT__SHARED_RMW();
-    /* END: idle, seq + 2, still naming this flush (a reader that met it
-     * learns which one from here). release: the next START (acquire) sees
-     * the credit and the subtract (table: tot_ctl) */
-    circuit__st_rel(&b->tot_ctl, (busy & ~CTL_BUSY) + CTL_SEQ_ONE);
+    /* acq_rel: acquire, the dead owner's steps are seen (its CASes were
+     * releases); release, as a START (table: tot_ctl) */
+    if (circuit__cas_acq_rel(&b->s->tot_ctl, &ctl, mine))
+        flush_steps(b, mine);
 }
 
 void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t)
@@ -185,7 +237,9 @@ void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total
     CIRCUIT__SHARED_RMW();
     /* relaxed: a total (+1 leaves the parity bit alone: the total stays far
      * below 2^63) (table: tot_shared) */
-    circuit__faa_rlx(&b->tot_shared[t], 1);
+    circuit__faa_rlx(&b->s->tot_shared[t], 1);
+    if (b->shared)
+        flush_take_over(b);
     /* the field at its top waits for a flush: start it if none is busy */
     circuit__total_flush(b, c, t);
 }
@@ -198,7 +252,7 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
     for (;;) {
         /* acquire, all of them, in this order: tot_ctl, the fields, the
          * shared totals, tot_ctl (docs/design/percpu.md) */
-        uint64_t ctl0 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
+        uint64_t ctl0 = circuit__ld_acq(&b->s->tot_ctl); /* table: tot_ctl */
         for (int t = 0; t < CIRCUIT__T_NPACKED; t++)
             out[t] = 0;
         for (uint32_t i = 0; i < b->ncpu; i++) {
@@ -213,10 +267,10 @@ void circuit__totals_read(const circuit_breaker *b, uint64_t out[CIRCUIT__T_NPAC
         CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_READ);
         uint64_t shared[CIRCUIT__T_NPACKED];
         for (int t = 0; t < CIRCUIT__T_NPACKED; t++) {
-            shared[t] = circuit__ld_acq(&b->tot_shared[t]); /* table: tot_shared */
+            shared[t] = circuit__ld_acq(&b->s->tot_shared[t]); /* table: tot_shared */
             out[t] += shared[t] & ~CIRCUIT__SHARED_PARITY;
         }
-        uint64_t ctl1 = circuit__ld_acq(&b->tot_ctl); /* table: tot_ctl */
+        uint64_t ctl1 = circuit__ld_acq(&b->s->tot_ctl); /* table: tot_ctl */
         /* How many STARTs and ENDs happened during the read: at most one
          * flush may have met it (a flush that ended before ctl0 is wholly
          * seen, one that starts after ctl1 not at all). */

@@ -187,7 +187,7 @@ static inline void circuit__total_add(circuit_breaker *b, enum circuit__total t)
 {
     if (t == CIRCUIT__T_SUCCESSES) {
         /* relaxed: a total; its paths already write shared lines (count_slow) */
-        circuit__faa_rlx(&b->succ_slow, 1);
+        circuit__faa_rlx(&b->s->succ_slow, 1);
         return;
     }
     circuit__total_add_at(b, circuit__my_index(b), t);

@@ -96,7 +96,7 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
                 break;
             }
             /* acquire: the check follows the read above */
-            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+            if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
                 return false;
             /* this CAS may land after the transition, on the winner's live
              * probe: a scan that read the older due counts the new one
@@ -110,7 +110,7 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
             continue;
         }
         /* acquire: the check follows the read above */
-        if (circuit__ld128_lo_acq(&b->core) != open_lo)
+        if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
             return false;
         int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
         circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due | SLOT_RESERVED};
@@ -137,7 +137,7 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
             return true;
 #endif
         /* acquire: the check follows the read above */
-        if (circuit__ld128_lo_acq(&b->core) != open_lo)
+        if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
             return false;
         /* acquire on failure: re-checked; the transition CAS that follows
          * (release) publishes the bit with the word */
@@ -186,7 +186,7 @@ bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
         circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
         while ((cur.lo & SLOT_BUSY) && slot_gen(cur.lo) == gen) {
             /* acquire: the check follows the read above */
-            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+            if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
                 return false;
             /* not busy, its reuse kept (tickets name it); sc: table slots */
             circuit__u128 nw = {cur.lo & ~(SLOT_BUSY | SLOT_TAKEN), 0};
@@ -216,7 +216,7 @@ bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
 #endif
             }
             /* acquire: the check follows the read above */
-            if (circuit__ld128_lo_acq(&b->core) != open_lo)
+            if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
                 return false;
             /* acquire on failure: re-checked; the transition CAS that
              * follows (release) publishes it */
@@ -264,11 +264,11 @@ static void hint_lower(circuit_breaker *b, int64_t due)
 {
     /* Always bump the version, even when the due time is not lower, so that a
      * scan that started before this admission cannot raise the hint past it. */
-    circuit__u128 cur = circuit__ld128_acq(&b->probe_hint);
+    circuit__u128 cur = circuit__ld128_acq(&b->s->probe_hint);
     for (;;) {
         uint64_t d = (int64_t)cur.lo < due ? cur.lo : (uint64_t)due;
         circuit__u128 nw = {d, cur.hi + 1};
-        if (circuit__cas128_sc(&b->probe_hint, &cur, nw)) /* sc: table probe_hint */
+        if (circuit__cas128_sc(&b->s->probe_hint, &cur, nw)) /* sc: table probe_hint */
             return;
     }
 }
@@ -285,8 +285,8 @@ static void hint_note(circuit_breaker *b, int64_t due)
     /* Dekker pair with scan_timeouts: (our slot record store, our load of
      * probe_scans) vs (its probe_scans increment, its slot record loads) */
     circuit__fence_sc();
-    if (circuit__ld_acq(&b->probe_scans) == 0 &&
-        (int64_t)circuit__ld128_lo_acq(&b->probe_hint) <= due)
+    if (circuit__ld_acq(&b->s->probe_scans) == 0 &&
+        (int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) <= due)
         return;
     hint_lower(b, due);
 }
@@ -374,7 +374,7 @@ static bool slot0_adopt(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t 
     circuit__u128 cur = circuit__ld128_acq(s); /* acquire: checked below */
     while (slot0_phantom(cur, gen)) {
         /* acquire: the check follows the read above */
-        uint64_t lo = circuit__ld128_lo_acq(&b->core);
+        uint64_t lo = circuit__ld128_lo_acq(&b->s->core);
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_HALF_OPEN ||
             !(lo & CIRCUIT__LO_NO_PROBE0))
             return false; /* an allow's probe, or the state moved on */

@@ -45,7 +45,7 @@ static inline uint32_t bm_limit(const circuit_breaker *b, uint32_t word)
 static inline uint32_t core_gen(const circuit_breaker *b)
 {
     /* acquire: callers check the word after reading what they will CAS */
-    return circuit__gen(circuit__ld128_lo_acq(&b->core));
+    return circuit__gen(circuit__ld128_lo_acq(&b->s->core));
 }
 
 /* Clears slot's bit in generation gen (release: the record's next owner). */

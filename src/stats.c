@@ -31,7 +31,7 @@ again:
     CIRCUIT__STATS_PASS();
     /* acquire: the records and the ledger read below are at least as new
      * as the word */
-    circuit__u128 c = circuit__ld128_acq(&b->core);
+    circuit__u128 c = circuit__ld128_acq(&b->s->core);
     uint64_t tot[CIRCUIT__T_NPACKED];
     circuit__totals_read(b, tot); /* each a value it held (percpu.h) */
     s.admitted = tot[CIRCUIT__T_ADMITTED];
@@ -40,7 +40,7 @@ again:
     s.ignored = tot[CIRCUIT__T_IGNORED];
     s.late = tot[CIRCUIT__T_LATE];
     s.released = tot[CIRCUIT__T_RELEASED];
-    s.successes = circuit__ld_rlx(&b->succ_slow); /* relaxed: a total (table) */
+    s.successes = circuit__ld_rlx(&b->s->succ_slow); /* relaxed: a total (table) */
     circuit__u128 f;
     uint64_t cells = 0;
     bool with_cells = false;
@@ -48,8 +48,8 @@ again:
         /* acquire loads of the cells, then the ledger and the word with
          * acquire: in this order, see the top comment */
         cells = circuit__cells_read(b, circuit__closed_epoch(c.lo));
-        f = circuit__ld128_acq(&b->folded);
-        circuit__u128 again = circuit__ld128_acq(&b->core);
+        f = circuit__ld128_acq(&b->s->folded);
+        circuit__u128 again = circuit__ld128_acq(&b->s->core);
         if (circuit__code(again.lo) == CIRCUIT__ST_CLOSED &&
             circuit__ledger_key(again.lo) == circuit__ledger_key(c.lo)) {
             with_cells = true;
@@ -60,10 +60,10 @@ again:
             /* E ended meanwhile: the word as it is now, and the ledger
              * after it (acquire, in this order), which holds E */
             c = again;
-            f = circuit__ld128_acq(&b->folded);
+            f = circuit__ld128_acq(&b->s->folded);
         }
     } else {
-        f = circuit__ld128_acq(&b->folded); /* acquire: after the word */
+        f = circuit__ld128_acq(&b->s->folded); /* acquire: after the word */
     }
     s.successes += f.hi;
     if (circuit__code(c.lo) == CIRCUIT__ST_CLOSED) {
@@ -75,8 +75,8 @@ again:
         circuit__counts(b, c, &s.counts);
     }
     CIRCUIT__HOOK(CIRCUIT_TP_STATS_READ);
-    s.transitions = circuit__ld_rlx(&b->transitions); /* relaxed: totals (table) */
-    s.timed_out = circuit__ld_rlx(&b->timed_out); /* relaxed: totals (table) */
+    s.transitions = circuit__ld_rlx(&b->s->transitions); /* relaxed: totals (table) */
+    s.timed_out = circuit__ld_rlx(&b->s->timed_out); /* relaxed: totals (table) */
 
     unsigned code = circuit__code(c.lo);
     uint32_t tag = circuit__gen(c.lo);

@@ -134,7 +134,7 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
                               int64_t timed_out)
 {
     circuit__check_breaker(b, "circuit_test_force_counts");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     unsigned st = circuit__code(c.lo);
     if (st == CIRCUIT__ST_OPEN || st == CIRCUIT__ST_ISOLATED || run < 0 ||
         run > CIRCUIT_RUN_MAX || timed_out < 0 || timed_out > CIRCUIT_TIMED_OUT_MAX ||
@@ -146,19 +146,19 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
          * set the run in the descriptor of the point that made */
         if (!circuit__closed_fold(b, &c))
             return EAGAIN;
-        c = circuit__ld128_acq(&b->core);
+        c = circuit__ld128_acq(&b->s->core);
         circuit__point_counts cc;
         if (circuit__code(c.lo) != CIRCUIT__ST_CLOSED || !circuit__closed_help(b, c, &cc))
             return EAGAIN;
         uint32_t k = circuit__closed_point(c.hi);
-        circuit__u128 x = circuit__ld128_acq(&b->desc[k & 1u]); /* table: desc */
+        circuit__u128 x = circuit__ld128_acq(&b->s->desc[k & 1u]); /* table: desc */
         if (!circuit__desc_is(x, k))
             return EAGAIN;
         circuit__desc_unpack(x, &cc);
         cc.last_fail = kind == CIRCUIT_FAILURE;
         cc.run = (uint32_t)run;
         circuit__u128 nx = circuit__desc_pack(&cc, k);
-        return circuit__cas128_sc(&b->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
+        return circuit__cas128_sc(&b->s->desc[k & 1u], &x, nx) ? 0 : EAGAIN; /* table: desc */
     }
     uint64_t hi = c.hi & (CIRCUIT__HI_FAIL_MASK | CIRCUIT__HI_FULL);
     hi |= (kind == CIRCUIT_FAILURE ? CIRCUIT__HI_LAST_FAIL : 0);
@@ -184,7 +184,7 @@ int64_t circuit_test_pending(const circuit_breaker *b)
 bool circuit_test_fast_mode(const circuit_breaker *b)
 {
     circuit__check_breaker(b, "circuit_test_fast_mode");
-    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
+    uint64_t lo = circuit__ld128_lo_acq(&b->s->core); /* acquire: table core */
     return circuit__code(lo) == CIRCUIT__ST_CLOSED && circuit__closed_intent(lo) == CIRCUIT__INTENT_NONE;
 }
 
@@ -193,7 +193,7 @@ int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
     circuit__check_breaker(b, "circuit_test_skip_generations");
     if (circuit_test_pending(b) != 0)
         return EINVAL;
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     if (circuit__code(c.lo) != CIRCUIT__ST_ISOLATED)
         return EINVAL;
     uint64_t g = circuit__gen_widen(b, circuit__gen(c.lo)) + n;
@@ -201,14 +201,14 @@ int circuit_test_skip_generations(circuit_breaker *b, uint64_t n)
                         c.hi};
     if (!circuit__core_cas(b, &c, nw))
         return EAGAIN;
-    circuit__st_rlx(&b->gen64, g); /* relaxed: single-threaded use (table gen64) */
+    circuit__st_rlx(&b->s->gen64, g); /* relaxed: single-threaded use (table gen64) */
     return 0;
 }
 
 bool circuit_test_fold(circuit_breaker *b)
 {
     circuit__check_breaker(b, "circuit_test_fold");
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     return circuit__code(c.lo) == CIRCUIT__ST_CLOSED &&
            circuit__closed_intent(c.lo) == CIRCUIT__INTENT_NONE && circuit__closed_fold(b, &c);
 }
@@ -217,7 +217,7 @@ bool circuit_test_fold(circuit_breaker *b)
 int circuit_test_add_successes(circuit_breaker *b, uint32_t n)
 {
     circuit__check_breaker(b, "circuit_test_add_successes");
-    uint64_t lo = circuit__ld128_lo_acq(&b->core); /* acquire: table core */
+    uint64_t lo = circuit__ld128_lo_acq(&b->s->core); /* acquire: table core */
     if (circuit__code(lo) != CIRCUIT__ST_CLOSED || circuit__closed_intent(lo) != CIRCUIT__INTENT_NONE)
         return EINVAL;
     uint64_t *cell = &circuit__my_cpu(b)->cell;

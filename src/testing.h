@@ -41,6 +41,10 @@ int circuit_test_force_counts(circuit_breaker *b, circuit_outcome kind, int64_t 
  * theirs. For the L5 bound at CPU counts this machine does not have. */
 void circuit_test_set_cpus(uint32_t n);
 
+/* Shared mode: the process id a handle's flushes record as their owner
+ * (the schedule checker's threads play processes 1, 2, ...). */
+void circuit_test_shared_proc(circuit_breaker *b, uint32_t id);
+
 /* Bytes allocated for the breaker by circuit_new (L5): its block and
  * its units of the per-CPU arena (16 bytes per CPU). */
 size_t circuit_test_footprint(const circuit_breaker *b);

@@ -75,14 +75,14 @@ static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_cou
         if (circuit__cas128_sc(s, &sv, freed)) {
             circuit__slot_bit_clear(b, claim.slot, claim.gen);
             if (saturated_count)
-                circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+                circuit__faa_rlx(&b->s->timed_out, 1); /* relaxed: a total */
             break;
         }
     }
     CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_FREED);
     circuit__u128 idle = {(uint64_t)claim.n << 32, 0};
     /* sc: table probe_claim; lost: another thread retired it first */
-    circuit__cas128_sc(&b->probe_claim, &w, idle);
+    circuit__cas128_sc(&b->s->probe_claim, &w, idle);
 }
 
 /* b-d for the active claim word w: whoever meets it finishes it (L1). */
@@ -124,7 +124,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     int64_t due = slot_due(sv.hi);
     bool saturated = false;
     /* c. count it once */
-    circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     for (;;) {
         if (circuit__gen(c.lo) != claim.gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
             break; /* counted by the transition it caused, or moot (docs/design/probes.md, TIMEOUTS c) */
@@ -134,13 +134,13 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
         } else {
             /* saturated: the claim word and the slot show the count (d) */
             /* acquire: both read after the word c */
-            if (!u128_eq(circuit__ld128_acq(&b->probe_claim), w) ||
+            if (!u128_eq(circuit__ld128_acq(&b->s->probe_claim), w) ||
                 circuit__ld128_acq(s).lo != taken)
                 break;
         }
         circuit__timeout_result r = circuit__count_timeout(b, &c, due, call_ctx);
         if (r == CIRCUIT__TIMEOUT_COUNTED) {
-            circuit__faa_rlx(&b->timed_out, 1); /* relaxed: a total */
+            circuit__faa_rlx(&b->s->timed_out, 1); /* relaxed: a total */
             CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_COUNTED);
             break;
         }
@@ -171,11 +171,11 @@ static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, 
 {
     uint64_t tag = e->tag & ~SLOT_TAKEN;
     int64_t due = e->due;
-    circuit__u128 w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+    circuit__u128 w = circuit__ld128_acq(&b->s->probe_claim); /* acquire: table probe_claim */
     for (;;) {
         if (claim_active(w)) {
             claim_finish(b, w, call_ctx); /* help it first: one timeout at a time */
-            w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+            w = circuit__ld128_acq(&b->s->probe_claim); /* acquire: table probe_claim */
             continue;
         }
         CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_IDLE_READ);
@@ -186,7 +186,7 @@ static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, 
             /* claimed since our read of the claim word, and not counted
              * yet (d frees the slot before the claim word goes idle):
              * finish that claim before going on */
-            w = circuit__ld128_acq(&b->probe_claim); /* acquire: table probe_claim */
+            w = circuit__ld128_acq(&b->s->probe_claim); /* acquire: table probe_claim */
             continue;
         }
         if (sv.lo != tag)
@@ -205,13 +205,13 @@ static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, 
         if (slot_due(sv.hi) != due)
             return INT64_MAX;
 #endif
-        circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: the same */
+        circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: the same */
         if (circuit__gen(c.lo) != gen || circuit__code(c.lo) != CIRCUIT__ST_HALF_OPEN)
             return INT64_MAX;
         claim_state claim = {claim_of(w).n + 1, circuit__hi_to(c.hi), e->slot, gen, slot_reuse(tag)};
         circuit__u128 nw = claim_word(&claim);
         CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_BEFORE_CLAIM);
-        if (circuit__cas128_sc(&b->probe_claim, &w, nw)) { /* sc: table probe_claim */
+        if (circuit__cas128_sc(&b->s->probe_claim, &w, nw)) { /* sc: table probe_claim */
             CIRCUIT__HOOK(CIRCUIT_TP_TIMEOUT_CLAIMED);
             claim_finish(b, nw, call_ctx);
             return INT64_MAX;
@@ -228,15 +228,15 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
 
 static bool process_timeouts(circuit_breaker *b, circuit__u128 c, int64_t now, void *call_ctx)
 {
-    if ((int64_t)circuit__ld128_lo_acq(&b->probe_hint) > now) /* acquire: table probe_hint */
+    if ((int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) > now) /* acquire: table probe_hint */
         return false; /* nothing can be due yet: the common case */
-    circuit__faa_sc(&b->probe_scans, 1); /* sc: Dekker with hint_note, table probe_scans */
+    circuit__faa_sc(&b->s->probe_scans, 1); /* sc: Dekker with hint_note, table probe_scans */
     /* Dekker pair with hint_note: (our probe_scans increment, our slot
      * record loads) vs (its slot record store, its probe_scans load) */
     circuit__fence_sc();
     bool changed = scan_timeouts(b, circuit__gen(c.lo), (c.lo & CIRCUIT__LO_NO_PROBE0) != 0,
                                  now, call_ctx);
-    circuit__faa_sc(&b->probe_scans, (uint64_t)-1);
+    circuit__faa_sc(&b->s->probe_scans, (uint64_t)-1);
     return changed;
 }
 
@@ -244,7 +244,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
                           void *call_ctx)
 {
     for (;;) {
-        circuit__u128 h0 = circuit__ld128_acq(&b->probe_hint); /* acquire: table probe_hint */
+        circuit__u128 h0 = circuit__ld128_acq(&b->s->probe_hint); /* acquire: table probe_hint */
         if ((int64_t)h0.lo > now)
             return false;
 
@@ -310,7 +310,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
         if (core_gen(b) != gen)
             return true;
         circuit__u128 nh = {(uint64_t)rest, h0.hi + 1};
-        circuit__cas128_sc(&b->probe_hint, &h0, nh); /* lost: an admission moved it */
+        circuit__cas128_sc(&b->s->probe_hint, &h0, nh); /* lost: an admission moved it */
         return false;
     }
 }
@@ -319,7 +319,7 @@ circuit__u128 circuit__advance(circuit_breaker *b, int64_t now, void *call_ctx,
                                circuit__slot0 *slot0)
 {
     for (;;) {
-        circuit__u128 c = circuit__ld128_acq(&b->core); /* acquire: table core */
+        circuit__u128 c = circuit__ld128_acq(&b->s->core); /* acquire: table core */
         unsigned code = circuit__code(c.lo);
         if (code == CIRCUIT__ST_OPEN) {
             if (!circuit__open_over(c.hi, now))

@@ -10,9 +10,9 @@
 
 static void gen64_raise(circuit_breaker *b, uint64_t g)
 {
-    uint64_t cur = circuit__ld_rlx(&b->gen64); /* relaxed: table gen64 */
+    uint64_t cur = circuit__ld_rlx(&b->s->gen64); /* relaxed: table gen64 */
     /* relaxed: a monotonic maximum, read only to widen tags */
-    while (cur < g && !circuit__cas_rlx(&b->gen64, &cur, g))
+    while (cur < g && !circuit__cas_rlx(&b->s->gen64, &cur, g))
         ;
 }
 
@@ -21,7 +21,7 @@ static void gen64_raise(circuit_breaker *b, uint64_t g)
 static int64_t half_reopens(const circuit_breaker *b, uint32_t gen)
 {
     /* acquire: pairs with the write made before the CAS that entered gen */
-    uint64_t v = circuit__ld_acq((uint64_t *)(uintptr_t)&b->half_reopens);
+    uint64_t v = circuit__ld_acq((uint64_t *)(uintptr_t)&b->s->half_reopens);
     return (uint32_t)(v >> 32) == gen ? (int64_t)(uint32_t)v : 0;
 }
 
@@ -33,13 +33,13 @@ static int64_t half_reopens(const circuit_breaker *b, uint32_t gen)
 static bool half_reopens_set(circuit_breaker *b, uint64_t open_lo, uint32_t gen, uint32_t k)
 {
     uint64_t want = ((uint64_t)gen << 32) | k;
-    uint64_t v = circuit__ld_acq(&b->half_reopens); /* acquire: before the check */
+    uint64_t v = circuit__ld_acq(&b->s->half_reopens); /* acquire: before the check */
     while (v != want) {
         /* acquire: the check follows the read above */
-        if (circuit__ld128_lo_acq(&b->core) != open_lo)
+        if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
             return false;
         /* acquire on failure: the value returned is checked again */
-        if (circuit__cas_acq(&b->half_reopens, &v, want))
+        if (circuit__cas_acq(&b->s->half_reopens, &v, want))
             break;
     }
     return true;
@@ -57,7 +57,7 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     circuit_transition tr = {circuit__pub_state(code), to, g64, *counts, cause, 0};
     circuit__u128 nw;
     if (code == CIRCUIT__ST_CLOSED && !circuit__closed_leave(b, *c)) {
-        *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
+        *c = circuit__ld128_acq(&b->s->core); /* acquire: the caller decides again from it */
         return false;
     }
     switch (to) {
@@ -82,7 +82,7 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
     }
     case CIRCUIT_HALF_OPEN:
         if (!half_reopens_set(b, c->lo, g1, circuit__lo_count(c->lo))) {
-            *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
+            *c = circuit__ld128_acq(&b->s->core); /* acquire: the caller decides again from it */
             return false;
         }
         nw = (circuit__u128){circuit__word_lo(CIRCUIT__ST_HALF_OPEN, g1, 0) | half_flags, 0};
@@ -92,18 +92,25 @@ static bool transition(circuit_breaker *b, circuit__u128 *c, circuit_state to,
         break;
     default: /* CLOSED: a new closed state, at its first point k0, in a fresh epoch */
         if (!circuit__closed_enter(b, c->lo, g1, &nw)) {
-            *c = circuit__ld128_acq(&b->core); /* acquire: the caller decides again from it */
+            *c = circuit__ld128_acq(&b->s->core); /* acquire: the caller decides again from it */
             return false;
         }
         break;
     }
 
-    if (!circuit__core_cas(b, c, nw))
+    if (b->shared)
+        circuit__making_enter(b); /* SH3: a lower generation of ours may be on its way */
+    if (!circuit__core_cas(b, c, nw)) {
+        if (b->shared)
+            circuit__making_leave(b);
         return false;
+    }
     *c = nw;
     gen64_raise(b, g64);
-    circuit__faa_rlx(&b->transitions, 1); /* relaxed: a total */
+    circuit__faa_rlx(&b->s->transitions, 1); /* relaxed: a total */
     circuit__publish(b, &tr, call_ctx);
+    if (b->shared)
+        circuit__making_leave(b);
     /* after the publication (a maker stopped before it would hold back
      * every later delivery, O3): open the mirror for the new closed state */
     if (to == CIRCUIT_CLOSED)

@@ -7,7 +7,7 @@ uint64_t circuit__gen_widen(const circuit_breaker *b, uint32_t tag)
 {
     /* relaxed: gen64 is only a reference point near the tag's generation,
      * whichever transition raised it last */
-    uint64_t base = circuit__ld_rlx((uint64_t *)(uintptr_t)&b->gen64);
+    uint64_t base = circuit__ld_rlx((uint64_t *)(uintptr_t)&b->s->gen64);
     /* The tag's distance from the base is SIGNED. The base may lag the tag
      * (a transition made and gen64 not yet raised by its maker) or lead it
      * (the word is read, then others made transitions and raised gen64:

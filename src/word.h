@@ -1,5 +1,5 @@
 /*
- * The state word (b->core, 16 bytes): its encoding, its CAS and the
+ * The state word (b->s->core, 16 bytes): its encoding, its CAS and the
  * widening of its generation tag (word.c). The floor every decision of the
  * core stands on; it calls nothing of the core but atomics.h.
  *
@@ -110,7 +110,7 @@ static inline bool circuit__core_cas(circuit_breaker *b, circuit__u128 *expected
     /* sc: a release for what is prepared before (per-CPU records, slot 0,
      * the reopen count), an acquire for what the winner reads next (table:
      * core) */
-    return circuit__cas128_sc(&b->core, expected, desired);
+    return circuit__cas128_sc(&b->s->core, expected, desired);
 }
 
 /* True when the state word still holds *c (read again with acquire: table
@@ -126,7 +126,7 @@ static inline bool circuit__core_still(const circuit_breaker *b, circuit__u128 *
     (void)c;
     return true;
 #endif
-    circuit__u128 now = circuit__ld128_acq(&b->core); /* acquire: table core */
+    circuit__u128 now = circuit__ld128_acq(&b->s->core); /* acquire: table core */
     if (now.lo == c->lo && now.hi == c->hi)
         return true;
     *c = now;

@@ -311,9 +311,9 @@ static void failure_across_points(void)
     pthread_create(&th, NULL, stopped_failure, NULL);
     while (sem_wait(&parked) != 0)
         ;
-    uint32_t k = circuit__closed_point(circuit__ld128_acq(&B->core).hi); /* its point */
+    uint32_t k = circuit__closed_point(circuit__ld128_acq(&B->s->core).hi); /* its point */
     unsigned slot = k & 1u;
-    circuit__u128 x = circuit__ld128_acq(&B->desc[slot]); /* what it read: not D_k yet */
+    circuit__u128 x = circuit__ld128_acq(&B->s->desc[slot]); /* what it read: not D_k yet */
     RACE_CHECK(!circuit__desc_is(x, k), "the stopped failure's slot already holds D_%u", k);
     call(B, 1); /* trips (helping writes D_k) */
     RACE_CHECK(circuit_get_state(B) == CIRCUIT_OPEN, "two failures trip");
@@ -324,7 +324,7 @@ static void failure_across_points(void)
         /* step 0: after the reset, 1: after its first failure; the
          * second failure trips */
         for (int step = 0; step < 2 && phase < 0; step++) {
-            live = circuit__ld128_acq(&B->desc[slot]);
+            live = circuit__ld128_acq(&B->s->desc[slot]);
             if (same_but_high_tag(live, x))
                 phase = step;
             else
@@ -334,7 +334,7 @@ static void failure_across_points(void)
     RACE_CHECK(phase >= 0, "no closed state left the slot as X in %d cycles", cycles);
     sem_post(&go);
     pthread_join(th, NULL);
-    circuit__u128 after = circuit__ld128_acq(&B->desc[slot]);
+    circuit__u128 after = circuit__ld128_acq(&B->s->desc[slot]);
     RACE_CHECK(after.lo == live.lo && after.hi == live.hi,
           "the stopped failure's CAS overwrote the live descriptor (its point %u, now %u)", k,
           (unsigned)(uint32_t)after.lo);

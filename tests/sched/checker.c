@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "circuit_model.h"
+#include "circuit_shared.h"
 #include "internal.h" /* the trace prints the state word, bitmap and slots */
 #include "testing.h"
 
@@ -42,11 +43,18 @@ typedef struct hop {
 typedef struct trans {
     circuit_transition t;
     void *ctx;
+    int proc; /* shared scenarios: the handle whose observe got it (-1: the setup's) */
 } trans;
 
 static struct {
     const scenario *sc;
     circuit_breaker *b;
+    /* shared scenarios: the region and each thread's handle (b is the
+     * setup's handle) */
+    void *region;
+    size_t region_len;
+    circuit_breaker *h[SCHED_MAX_THREADS];
+    int proc_tag[SCHED_MAX_THREADS + 1];
     circuit_spec spec;
     hop ops[MAX_OPS];
     int nops;
@@ -88,11 +96,40 @@ static circuit_outcome classify(void *arg, void *ctx, int result)
     (void)ctx;
     return (circuit_outcome)result;
 }
+/* The process a scenario thread plays (shared scenarios). */
+static int proc_of(int tid) { return tid == 1 && C.sc->share01 ? 0 : tid; }
+
 static void observe_real(void *arg, void *ctx, const circuit_transition *t)
 {
-    (void)arg;
+    int proc = arg ? *(int *)arg : -1;
+    if (C.sc && C.sc->shared) {
+        /* SH3: a process's observe gets its own transitions, in increasing
+         * generation, and only its own calls' call_ctx */
+        for (int i = C.nreal - 1; i >= 0; i--)
+            if (C.real[i].proc == proc) {
+                if (C.real[i].t.generation >= t->generation)
+                    sched_fail("SH3: process %d delivered generation %" PRIu64 " after %" PRIu64, proc,
+                               t->generation, C.real[i].t.generation);
+                break;
+            }
+        uintptr_t op = (uintptr_t)ctx;
+        if (ctx && op >= 1 && op <= (uintptr_t)C.nops && proc_of(C.ops[op - 1].tid) != proc)
+            sched_fail("SH3: process %d's observe got the call_ctx of call %d, process %d's", proc,
+                       (int)op - 1, C.ops[op - 1].tid);
+        for (int i = 0; i < C.nreal; i++)
+            if (C.real[i].t.generation == t->generation)
+                sched_fail("SH3: generation %" PRIu64 " delivered twice", t->generation);
+    }
     if (C.nreal < MAX_TRANS)
-        C.real[C.nreal++] = (trans){*t, ctx};
+        C.real[C.nreal++] = (trans){*t, ctx, proc};
+}
+
+/* The handle the calling thread uses: its own process's in a shared
+ * scenario. */
+static circuit_breaker *cur_b(void)
+{
+    int t = sched_tid();
+    return C.sc->shared && t >= 0 ? C.h[t] : C.b;
 }
 
 static void make_spec(circuit_spec *s, const scenario *sc, circuit_observe_fn obs)
@@ -164,7 +201,7 @@ static int do_allow(void)
     C.allows_started++;
     circuit_ticket *t = &C.tickets[k];
     *t = (circuit_ticket)CIRCUIT_TICKET_INIT;
-    h->ok = circuit_allow(C.b, ctx_of(h), t, &h->rej);
+    h->ok = circuit_allow(cur_b(), ctx_of(h), t, &h->rej);
     /* B1, S3: a refusal while open names the time left, within the period */
     if (!h->ok && h->rej.state == CIRCUIT_OPEN &&
         (h->rej.retry_after_ns < 1 || h->rej.retry_after_ns > C.sc->config.open_for_ns))
@@ -233,25 +270,25 @@ static void run_script(const char *script, int *queue, int *head, int *len)
             break;
         case 'g': {
             hop *h = op_start(OP_STATE);
-            h->state = circuit_get_state(C.b);
+            h->state = circuit_get_state(cur_b());
             op_end(h);
             break;
         }
         case 'x': {
             hop *h = op_start(OP_STATS);
-            circuit_get_stats(C.b, &h->stats);
+            circuit_get_stats(cur_b(), &h->stats);
             op_end(h);
             break;
         }
         case 'o': {
             hop *h = op_start(OP_ISOLATE);
-            h->rc = circuit_isolate(C.b, ctx_of(h));
+            h->rc = circuit_isolate(cur_b(), ctx_of(h));
             op_end(h);
             break;
         }
         case 'e': {
             hop *h = op_start(OP_RESET);
-            h->rc = circuit_reset(C.b, ctx_of(h));
+            h->rc = circuit_reset(cur_b(), ctx_of(h));
             op_end(h);
             break;
         }
@@ -330,7 +367,7 @@ static void check_step(void *arg)
                                          C.last.state != s.state))
     {
         fprintf(stderr, "  step: t%d -> %s gen %" PRIu64 " pif %" PRId64 " core.lo %016" PRIx64 " bm0 %016" PRIx64,
-                sched_tid(), circuit_state_name(s.state), s.generation, s.probes_in_flight, C.b->core.lo,
+                sched_tid(), circuit_state_name(s.state), s.generation, s.probes_in_flight, C.b->s->core.lo,
                 C.b->bitmap[0]);
         for (int i = 0; i < 4 && i < C.sc->config.probes; i++)
             fprintf(stderr, " s%d {%016" PRIx64 " %016" PRIx64 "}", i, C.b->slots[i].lo, C.b->slots[i].hi);
@@ -354,7 +391,7 @@ static void observe_model(void *arg, void *ctx, const circuit_transition *t)
 {
     (void)arg;
     if (nmtrans < MAX_TRANS)
-        mtrans[nmtrans++] = (trans){*t, ctx};
+        mtrans[nmtrans++] = (trans){*t, ctx, -1};
 }
 
 static char why[1024];
@@ -522,6 +559,12 @@ static bool trans_eq(const trans *r, const trans *m)
     const hop *rh = ctx_op(r->ctx), *mh = ctx_op(m->ctx);
     if (!rh)
         return false; /* a ctx no call of the run gave */
+    /* SH3: a transition completed by another process than the one whose
+     * call began it (an intent) carries the completer's call_ctx (a
+     * process never sees another's); observe_real checked it is the
+     * delivering process's own */
+    if (C.sc->shared && mh && proc_of(rh->tid) != proc_of(mh->tid))
+        return true;
     /* time-driven changes (a period's end, a probe timeout) are made by the
      * call that notices the time, whichever that is (P1); the oracle cannot
      * tell a half-open transition after a timeout from one after a result
@@ -740,7 +783,33 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     sched_set_cpus(sc->ncpu > 0 ? sc->ncpu : 2, sc->migrate);
     sched_set_clock(clock_tick);
     make_spec(&C.spec, sc, observe_real);
-    if (circuit_new(&C.b, &C.spec, NULL, 0) != 0) {
+    if (sc->shared) {
+        /* SH1: one region, a handle per process; the setup's handle is
+         * process 0 (never dies: its flushes are never taken over) */
+        C.region_len = circuit_shared_size(&sc->config);
+        if (posix_memalign(&C.region, CIRCUIT_SHARED_ALIGN, C.region_len) != 0 ||
+            circuit_shared_init(C.region, C.region_len, &C.spec, NULL, 0) != 0) {
+            fprintf(stderr, "checker: %s: circuit_shared_init refused the scenario\n", sc->name);
+            exit(2);
+        }
+        C.proc_tag[SCHED_MAX_THREADS] = -1;
+        C.spec.observe_arg = &C.proc_tag[SCHED_MAX_THREADS];
+        if (circuit_shared_attach(&C.b, C.region, C.region_len, &C.spec, NULL, 0) != 0)
+            exit(2);
+        for (int t = 0; t < nthreads_of(sc); t++) {
+            if (t == 1 && sc->share01) {
+                C.h[1] = C.h[0]; /* thread 1 is a second thread of process 0 */
+                continue;
+            }
+            C.proc_tag[t] = t;
+            circuit_spec sp = C.spec;
+            sp.observe_arg = &C.proc_tag[t];
+            if (circuit_shared_attach(&C.h[t], C.region, C.region_len, &sp, NULL, 0) != 0)
+                exit(2);
+            circuit_test_shared_proc(C.h[t], (uint32_t)t + 1);
+        }
+        circuit_test_shared_proc(C.b, 0);
+    } else if (circuit_new(&C.b, &C.spec, NULL, 0) != 0) {
         fprintf(stderr, "checker: %s: circuit_new refused the scenario's config\n", sc->name);
         exit(2);
     }
@@ -788,6 +857,10 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     if (ok && !sc->no_model) {
         circuit_get_stats(C.b, &final_real);
         final_pending = circuit_test_pending(C.b);
+        if (sc->shared)
+            for (int t = 0; t < n; t++)
+                if (!(t == 1 && sc->share01))
+                    final_pending += circuit_test_pending(C.h[t]);
         final_real.admitted -= C.base.admitted;
         final_real.rejected -= C.base.rejected;
         final_real.successes -= C.base.successes;
@@ -839,7 +912,15 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
                 w += (size_t)k;
         }
     }
-    circuit_free(C.b);
+    if (sc->shared) {
+        circuit_shared_detach(C.b);
+        for (int t = 0; t < n; t++)
+            if (!(t == 1 && sc->share01))
+                circuit_shared_detach(C.h[t]);
+        free(C.region);
+    } else {
+        circuit_free(C.b);
+    }
     C.b = NULL;
     return ok;
 }
@@ -962,6 +1043,36 @@ static const scenario scenarios[] = {
      .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
      .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
      .max_deaths = 1, .open_finding = "F4"},
+    /* SH1-SH5: each thread a process with its own handle on one shared
+     * region; a thread may die at any switch point (a process killed) */
+    {.name = "shared_deaths",
+     .rules = "SH2 SH3 SH4 L1 P1",
+     .about = "processes on one shared breaker; one may die at any switch point, the others finish",
+     .config = CFG(2, 1, 1000, 1500), .trip_failures = 1, .close_successes = 1,
+     .threads = {"afas", "asx", "oe"}, .ncpu = 2, .max_deaths = 1, .max_ticks = 2, .tick_ns = 800,
+     .shared = true},
+    {.name = "shared_trip",
+     .rules = "SH2 SH3 O6 C4",
+     .about = "three processes race a trip's intent; its maker may die, another completes it",
+     .config = CFG(4, 1, 1000, 1000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"af", "af", "afx"}, .ncpu = 2, .max_deaths = 1, .shared = true},
+    {.name = "shared_probes",
+     .rules = "SH2 SH3 P1 S4",
+     .about = "processes race the half-open change and its probes; one may die holding a probe",
+     .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
+     .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
+     .max_deaths = 1, .shared = true},
+    {.name = "shared_two_threads",
+     .rules = "SH3 O1 O2 O3",
+     .about = "two threads of one process and a third process make transitions: per-process order",
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1,
+     .threads = {"afe", "oe", "af"}, .ncpu = 2, .max_deaths = 1, .shared = true, .share01 = true},
+    {.name = "shared_cells",
+     .rules = "SH1 SH2 M1 L6",
+     .about = "closed successes on per-CPU units inside the region, threads moving CPU, a death",
+     .config = CFG(8, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"asasas", "afx", "asx"}, .ncpu = 2, .migrate = true, .max_deaths = 1,
+     .shared = true},
     {.name = "descriptor_tags",
      .rules = "L1 C4",
      .about = "a reset stopped before its descriptor CAS while 8 191 closed states pass",

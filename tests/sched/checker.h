@@ -50,6 +50,12 @@ typedef struct scenario {
                                    * would spin inside the check, where nothing can stop it) */
     const char *open_finding;     /* an open finding (README.md) makes it fail: run only when
                                    * named, never by --scenario all */
+    bool shared;                  /* SH1-SH5: the breaker in a shared region; each thread is
+                                   * a process with its own attached handle (observe, O6
+                                   * records, delivery) and proc id tid + 1, so a thread
+                                   * that dies is a dead process */
+    bool share01;                 /* shared: threads 0 and 1 are one process (one handle,
+                                   * proc id 1): SH3's per-process order with two makers */
 } scenario;
 
 /*

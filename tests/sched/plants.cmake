@@ -25,6 +25,7 @@ set(CIRCUIT_SCHED_PLANTS
   "INTENT_CALL_CTX:closed.c:operator:--strategy+random+--runs+300+--seconds+200"
   "DESC_TAG14:*:descriptor_tags:--strategy+pct+--runs+1000+--seconds+200"
   "PASSING_BIT:probes.c:probes_two:--strategy+pct+--runs+300+--seconds+200"
+  "SHARED_NO_MAKERS:delivery.c:shared_two_threads:--strategy+pct+--runs+50+--seconds+200"
   "TICKET_GEN27:*:high_tag:--strategy+random+--runs+50+--seconds+200"
 )
 # Planted (src/, tests/sched/PLANTS.md) but not caught by any scenario in

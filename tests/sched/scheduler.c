@@ -403,6 +403,16 @@ int circuit__sched_cpu(void)
     return (int)((me + my_cpu_reads++) % g_ncpu);
 }
 
+/* Shared mode (src/shared.c): scenario thread id - 1 plays process id, and
+ * a thread that died is a dead process; any other id is alive. */
+bool circuit__sched_proc_alive(uint32_t id);
+bool circuit__sched_proc_alive(uint32_t id)
+{
+    if (id < 1 || id > (uint32_t)R.n)
+        return true;
+    return !R.t[id - 1].dead;
+}
+
 /* The checker's build of the core calls this at every atomic (atomics.h). */
 void circuit__sched_point(int kind, const void *addr);
 void circuit__sched_point(int kind, const void *addr) { sched_point(kind, addr); }

@@ -104,6 +104,16 @@
  *                      SUBTRACT (before its END): every other thread must
  *                      still finish (increments of a field at 2T-1 take
  *                      the overflow path) and the reads stay right
+ *   -DTAKEOVER=1       (with -DSTUCK) src/percpu.c's takeover in shared memory:
+ *                      START records its thread as the owner; the stopped
+ *                      flusher is a dead owner; an increment on the overflow
+ *                      path that finds CONTROL busy with a dead owner CASes
+ *                      it to itself (seq + 1) and runs the steps the owner
+ *                      had not done, each while its parity says not done
+ *                      (the owner's steps are parity-checked too), then
+ *                      END. (6): after a takeover CONTROL is idle and the
+ *                      totals exact; (1)-(5) as before. COVER(12): a
+ *                      takeover won
  *   -DCOVER_AT=<n>     fail where the COVER(n) step is reached: shows that
  *                      the search reaches it (README.md lists them)
  * Planted bugs (each must be caught):
@@ -131,6 +141,10 @@
  *                           (the protocol before commit 3269313): a field
  *                           that reached 2T-1 while another field's flush
  *                           was busy stays there once CONTROL is idle
+ *   -DPLANT_TAKEOVER_LIVE   (with -DTAKEOVER) a flush is taken over whatever
+ *                           its owner's state: a live owner and its taker
+ *                           both run the steps (helping without a
+ *                           per-flush tag on the field)
  *   -DPLANT_WAIT_FOR_FLUSH  try_flush waits while CONTROL is busy instead of
  *                           returning (a lock in all but name): with
  *                           -DSTUCK and -DNP, a non-progress cycle
@@ -202,27 +216,37 @@
 #define UNIT(i) (1 << OFF(i))
 #define PPBIT(i) (1 << (OFF(i) + 2))
 
-/* CONTROL = {seq, busy, c, i, pP, pS} */
+/* CONTROL = {seq, owner, busy, c, i, pP, pS}; owner: the START's thread +
+ * 1 under -DTAKEOVER (the pid in C), 0 otherwise */
 #define MKC(seq, busy, c, i, pp, ps) \
-    (((seq) << 5) | ((busy) << 4) | ((c) << 3) | ((i) << 2) | ((pp) << 1) | (ps))
-#define CSEQ(x) ((x) >> 5)
+    (((seq) << 8) | (OWNER_ME << 5) | ((busy) << 4) | ((c) << 3) | ((i) << 2) | ((pp) << 1) | (ps))
+#define CSEQ(x) ((x) >> 8)
+#define COWNER(x) (((x) >> 5) & 7)
 #define CBUSY(x) (((x) >> 4) & 1)
 #define CC(x) (((x) >> 3) & 1)
 #define CI(x) (((x) >> 2) & 1)
 #define CPP(x) (((x) >> 1) & 1)
 #define CPS(x) ((x) & 1)
 #define CBUSYBIT 16
-#define CSEQONE 32
+#define COWNERBITS 224
+#define CSEQONE 256
+#ifdef TAKEOVER
+#define OWNER_ME (me + 1)
+#else
+#define OWNER_ME 0
+#endif
 
 byte P[NCPU];
 byte Stot[NF];
 bit Sps[NF];
-short CONTROL;
+int CONTROL;
 
 /* ghosts */
 byte g_true[NF];     /* increments made (CAS or overflow add) */
 byte g_credits[NF];  /* CREDITs made to S[i] */
 bit g_stuck;         /* a flusher stopped forever (-DSTUCK) */
+byte g_dead;         /* its thread + 1: a dead owner (-DTAKEOVER) */
+bit g_taken;         /* a takeover ENDed the dead owner's flush */
 byte g_ends;         /* ENDs made (flushes finished) */
 
 byte script[NTHREADS * MAXOPS];
@@ -269,11 +293,62 @@ inline subtract(c, i)
     od
 }
 
+/* -DTAKEOVER: the steps as src/percpu.c's flush_steps runs them, each
+ * unless its parity says done: CREDIT while S[i]'s parity is still pS (a
+ * load, then a CAS of the pair: an overflow add may come between),
+ * SUBTRACT while the field's parity is still pP */
+inline credit_checked(i, ps)
+{
+    do
+    :: atomic { lt = Stot[i]; lp = Sps[i] };
+        if
+        :: lp != ps -> break
+        :: else ->
+            d_step {
+                if
+                :: Stot[i] == lt && Sps[i] == lp ->
+                    Stot[i] = Stot[i] + T; Sps[i] = 1 - Sps[i]; g_credits[i]++; SPAR(i); cas = 1
+                :: else -> cas = 0
+                fi
+            };
+            if
+            :: cas -> break
+            :: else -> skip
+            fi
+        fi
+    od;
+    atomic { lt = 0; lp = 0; cas = 0 }
+}
+
+inline subtract_checked(c, i, pp)
+{
+    do
+    :: v = P[c];
+        if
+        :: PPV(v, i) != pp -> break
+        :: else ->
+            d_step {
+                if
+                :: P[c] == v ->
+                    f = FV(v, i); assert(f >= T); f = 0; /* (2): no borrow */
+                    P[c] = (v - T * UNIT(i)) ^ PPBIT(i); cas = 1
+                :: else -> cas = 0
+                fi
+            };
+            if
+            :: cas -> break
+            :: else -> skip
+            fi
+        fi
+    od;
+    atomic { v = 0; cas = 0 }
+}
+
 /* a flusher may stop forever here (-DSTUCK): the thread ends. STOP<n>;
  * is a step only where -DSTUCK=n places the stop (none otherwise) */
 #define STOP_HERE \
     if \
-    :: !g_stuck -> g_stuck = 1; goto stopped \
+    :: !g_stuck -> g_stuck = 1; g_dead = me + 1; goto stopped \
     :: true -> skip \
     fi;
 #if STUCK == 1
@@ -330,9 +405,15 @@ inline try_flush(c, i)
                 subtract(c, i);
                 credit(i);
 #else
+#ifdef TAKEOVER
+                credit_checked(CI(ctl), CPS(ctl));
+                STOP2
+                subtract_checked(CC(ctl), CI(ctl), CPP(ctl));
+#else
                 credit(i);
                 STOP2
                 subtract(c, i);
+#endif
                 STOP3
 #endif
                 /* END: idle, seq + 1, still naming the flush (atomic,
@@ -352,6 +433,39 @@ inline try_flush(c, i)
     d_step { ctl = 0; sp = 0; v = 0; cas = 0 }
 }
 
+/* -DTAKEOVER: a flush whose owner is dead (the stuck thread) is taken
+ * over: a CAS naming this thread (seq + 1, the same flush), then the steps
+ * the owner had not done, then END */
+inline take_over()
+{
+    ctl = CONTROL;
+    if
+#ifdef PLANT_TAKEOVER_LIVE
+    :: CBUSY(ctl) && COWNER(ctl) != 0 && COWNER(ctl) != me + 1 ->
+#else
+    :: CBUSY(ctl) && COWNER(ctl) != 0 && COWNER(ctl) == g_dead && COWNER(ctl) != me + 1 ->
+#endif
+        d_step {
+            if
+            :: CONTROL == ctl ->
+                CONTROL = ((ctl & ~COWNERBITS) | ((me + 1) << 5)) + CSEQONE;
+                ctl = CONTROL; cas = 1
+            :: else -> cas = 0
+            fi
+        };
+        if
+        :: cas ->
+            COVER(12);
+            credit_checked(CI(ctl), CPS(ctl));
+            subtract_checked(CC(ctl), CI(ctl), CPP(ctl));
+            atomic { CONTROL = (ctl & ~CBUSYBIT) + CSEQONE; g_ends++; g_taken = 1 }
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi;
+    atomic { ctl = 0; cas = 0 }
+}
+
 inline increment(c, i)
 {
     do
@@ -361,6 +475,9 @@ inline increment(c, i)
         :: FV(v, i) == FMAX -> /* saturated: a flush is stuck */
             COVER(1);
             overflow_add(i);
+#ifdef TAKEOVER
+            take_over();
+#endif
 #ifndef PLANT_OVERFLOW_NO_FLUSH
             try_flush(c, i); /* start its flush if none is busy */
 #endif
@@ -400,9 +517,9 @@ inline increment(c, i)
 
 proctype thread(byte me)
 {
-    byte op, opn, v, sp, f, k_seq;
-    bit k_idle;
-    short ctl;
+    byte op, opn, v, sp, f, k_seq, lt;
+    bit k_idle, lp;
+    int ctl;
     bit cas;
 
     opn = 0;
@@ -458,7 +575,7 @@ proctype reader()
 {
     byte n, pv0, pv1, st0, st1, lo0, lo1, tot, mv, e0;
     bit sq0, sq1, done;
-    short c0, m;
+    int c0, m;
 
     n = 0;
     do
@@ -527,7 +644,7 @@ progress_read:
 
 init {
     byte i, pv0, pv1;
-    short c0, m;
+    int c0, m;
     d_step {
         /* the totals so far (fields below T; S empty) */
         P[0] = INIT_F00 * UNIT(0) + INIT_F01 * UNIT(1);
@@ -560,6 +677,15 @@ init {
     d_step {
         if
         :: !g_stuck ->
+            assert(!CBUSY(CONTROL));
+            assert(Stot[0] + FV(P[0], 0) + FV(P[1], 0) == g_true[0]);
+            assert(Stot[1] + FV(P[0], 1) + FV(P[1], 1) == g_true[1])
+        :: else -> skip
+        fi;
+        /* (6) -DTAKEOVER: a dead owner's flush taken over leaves CONTROL
+         * idle and the totals exact, as if no one had died */
+        if
+        :: g_taken ->
             assert(!CBUSY(CONTROL));
             assert(Stot[0] + FV(P[0], 0) + FV(P[1], 0) == g_true[0]);
             assert(Stot[1] + FV(P[0], 1) + FV(P[1], 1) == g_true[1])

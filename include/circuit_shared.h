@@ -1,0 +1,188 @@
+/*
+ * libcircuit: one breaker shared by several processes (SH1-SH5).
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * A multi-process server (nginx: one worker process per core) wants ONE
+ * breaker per upstream, seen by every worker. The breaker is built once in
+ * memory the caller maps into every process (an nginx shared zone,
+ * mmap(MAP_SHARED), a memfd or shm_open file); each process then attaches a
+ * handle that carries its own callbacks. Every function of circuit.h works
+ * on that handle unchanged (SH4); this header adds only building, attaching
+ * and detaching. Rule ids are defined in docs/CONTRACT.md; the layout and
+ * the audit of what a killed process leaves behind are in
+ * docs/design/shared-memory.md.
+ *
+ * The shared memory holds no pointer: the breaker's parts are found by
+ * offsets from the start of the memory, so each process may map it at a
+ * different address (SH1). The per-CPU part lives inside it.
+ *
+ * Processes and death (SH2). After circuit_shared_init, no function a
+ * worker calls on a handle takes a lock that another process could hold,
+ * and none allocates while at most CIRCUIT_TRANSITION_POOL transitions made
+ * by that process wait for its observe (the one exception: a process whose
+ * own observe is stalled while it makes more transitions than that; the
+ * allocation is from that process's own heap, never shared). A process
+ * killed at any instruction (SIGKILL, the OOM killer, a crash) leaves every
+ * other process the whole function of the breaker:
+ *   - no lock and no role stays held: a role it held inside the shared
+ *     memory (a per-CPU totals flush) is taken over by the next process
+ *     that needs it once the holder's pid no longer exists (kill(pid, 0)
+ *     fails with ESRCH: the parent must reap a killed worker, as nginx's
+ *     master does; a zombie still counts as alive);
+ *   - its probe slots time out after probe_timeout (P1);
+ *   - its in-flight tickets are never settled: circuit_stats.admitted may
+ *     exceed successes + failures + ignored + late + released + (live
+ *     tickets of the living) by at most the tickets the dead process held;
+ *   - transitions it made and had not yet delivered to its own observe are
+ *     lost to observers (they are still numbered and counted in
+ *     circuit_stats.transitions: SH3), and an intent it had begun (a trip,
+ *     an isolate) is finished by the next call of another process.
+ *
+ * Transitions (SH3). Each transition is numbered (generation) and counted in
+ * the shared stats, and is delivered to the observe of the process whose
+ * call made it, with that call's call_ctx when the call was that process's
+ * (O6); a process never sees another process's call_ctx. Within one
+ * process the O1-O5 guarantees hold for the transitions that process made:
+ * each exactly once, in increasing generation, never concurrently with
+ * itself; generations made by other processes are skipped, so `from` need
+ * not equal the previous delivery's `to`. Merged over all processes'
+ * observes, the transitions have every generation 1, 2, 3, ... exactly
+ * once (but for what a dead process had not delivered).
+ *
+ * Not covered: sharing across machines or across kernels (the memory must
+ * be coherent between the CPUs of one host), and processes of different
+ * builds of the library (the layout version refuses them, SH5).
+ */
+#ifndef CIRCUIT_SHARED_H
+#define CIRCUIT_SHARED_H
+
+#include <stddef.h>
+
+#include "circuit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The alignment, in bytes, circuit_shared_init and circuit_shared_attach
+ *  require of the memory (a cache line on every supported CPU; mmap and
+ *  nginx's slab pages give more). */
+#define CIRCUIT_SHARED_ALIGN 64
+
+/** The layout version that circuit_shared_init writes and
+ *  circuit_shared_attach requires (SH5). It changes whenever the layout
+ *  of the shared memory does; processes built against different versions
+ *  cannot share a breaker. */
+#define CIRCUIT_SHARED_LAYOUT 1
+
+/*
+ * circuit_shared_size - bytes of shared memory one breaker needs.
+ * @cfg: the configuration the breaker will be built with.
+ *
+ * Returns the size in bytes, per-CPU part included (one cache line per CPU
+ * configured, sysconf(_SC_NPROCESSORS_CONF), so that no two CPUs write one
+ * line: 64 bytes on x86-64, 128 on aarch64), or 0 when @cfg is NULL or
+ * invalid (CFG1: the message is circuit_shared_init's). Depends only on
+ * @cfg and the machine: every process on one host computes the same value.
+ * Thread-safe; no callback, no allocation.
+ */
+CIRCUIT_API size_t circuit_shared_size(const circuit_config *cfg);
+
+/*
+ * circuit_shared_init - build a closed breaker in caller memory.
+ * @mem:        at least circuit_shared_size(&spec->config) bytes, aligned to
+ *              CIRCUIT_SHARED_ALIGN, writable, and mapped shared
+ *              (MAP_SHARED) if other processes are to see it. Owned by the
+ *              caller; the library never frees or unmaps it.
+ * @len:        the size of @mem in bytes.
+ * @spec:       configuration and policy. The config is copied into @mem
+ *              (attach compares against it, SH5); policy.check is asked as
+ *              circuit_new asks it (K1). The callbacks are NOT stored: each
+ *              process gives its own to circuit_shared_attach, including
+ *              this one. spec->salt is stored (0: a salt derived from the
+ *              pid and the clock, never 0) and every process's open_for sees
+ *              it.
+ * @errbuf:     on EINVAL, ONE message naming every problem (each invalid
+ *              config field with its bound and value, the policy's
+ *              complaint, a @len too small with the size needed, a
+ *              misaligned @mem), truncated to errbuf_len - 1 bytes; may be
+ *              NULL.
+ * @errbuf_len: size of @errbuf in bytes.
+ *
+ * The breaker is closed, generation 0 (S1). Nothing is allocated: the
+ * memory holds the whole breaker. To rebuild a breaker in the same memory
+ * (a configuration change), every process must detach first.
+ *
+ * Returns 0 or EINVAL (and @mem is then left with no valid magic).
+ * Aborts: @mem or @spec is NULL; policy.trip, policy.probe or classify is
+ * NULL (as circuit_new, CFG4).
+ * Not thread-safe with respect to @mem: no process may use the memory while
+ * it is being built; publish it to other processes afterwards (fork after
+ * init, or any synchronisation that orders the writes, such as a futex, a
+ * pipe or nginx's init_zone sequence).
+ */
+CIRCUIT_API int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec,
+                                    char *errbuf, size_t errbuf_len);
+
+/*
+ * circuit_shared_attach - a process's handle on a shared breaker.
+ * @out:        receives the handle on success, NULL on failure.
+ * @mem:        memory built by circuit_shared_init (in this process or
+ *              another), mapped at any address, aligned to
+ *              CIRCUIT_SHARED_ALIGN.
+ * @len:        the size of @mem as this process mapped it.
+ * @spec:       this process's callbacks (policy, classify, observe,
+ *              open_for and their args: they must outlive the handle), and
+ *              spec->config, which must equal the config given to
+ *              circuit_shared_init field by field (SH5). spec->salt is
+ *              ignored (the breaker's salt is init's). policy.check is not
+ *              asked again.
+ * @errbuf:     on EINVAL or EPROTO, ONE message naming every problem (each
+ *              config field that differs, with init's value and this one);
+ *              may be NULL.
+ * @errbuf_len: size of @errbuf in bytes.
+ *
+ * The handle is process-local (malloc'ed): it holds this process's
+ * callbacks, its transition delivery (SH3: this process's observe gets the
+ * transitions its own calls make), its own view of where the parts are
+ * mapped, and a pool of CIRCUIT_TRANSITION_POOL transition records. Every
+ * function of circuit.h takes it where it takes a circuit_breaker, from
+ * any thread of this process; a handle must not be used in another process
+ * (after fork, the child attaches its own). A process may attach several
+ * handles to one breaker; each delivers only its own transitions.
+ *
+ * Returns 0; EINVAL (a bad @len or alignment, @len smaller than the size
+ * init recorded, or a config different from init's: the message names the
+ * fields); EPROTO (@mem does not hold a breaker: wrong magic, or a breaker
+ * of another CIRCUIT_SHARED_LAYOUT); or ENOMEM (nothing leaked).
+ * Aborts: @out, @mem or @spec is NULL; policy.trip, policy.probe or
+ * classify is NULL (CFG4).
+ * Thread-safe: attaching never writes the shared memory.
+ */
+CIRCUIT_API int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len,
+                                      const circuit_spec *spec, char *errbuf,
+                                      size_t errbuf_len);
+
+/*
+ * circuit_shared_detach - free a process's handle.
+ * @b: a handle from circuit_shared_attach, or NULL (does nothing).
+ *
+ * Frees the handle only; the shared breaker and its memory are untouched
+ * and stay usable by every other handle. Transitions this handle made and
+ * had not yet delivered are discarded (as circuit_free does). Tickets
+ * admitted through it must be settled first (like circuit_free, detaching
+ * under a live ticket is a caller bug; a ticket never settled counts as a
+ * dead process's would).
+ * Aborts: @b was not attached by circuit_shared_attach (circuit_free on a
+ * handle aborts the other way round: "use circuit_shared_detach"); called
+ * from inside a callback of the same handle.
+ * Not thread-safe with respect to @b: no other call may run on it.
+ */
+CIRCUIT_API void circuit_shared_detach(circuit_breaker *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CIRCUIT_SHARED_H */

@@ -1,0 +1,275 @@
+/*
+ * One breaker in memory several processes map (SH1-SH5): the region's
+ * layout, circuit_shared_init / _attach / _detach, and what identifies a
+ * process (a flush's owner, percpu.c).
+ *
+ * THE REGION (offsets from its start; nothing in it is a pointer, so each
+ * process may map it anywhere, SH1):
+ *   0                  the header (circuit__region): magic, layout version,
+ *                      the config, the sizes and the offsets below
+ *   off_shared         the shared state (circuit__shared, internal.h)
+ *   off_shared + its size   the arrays, as circuit_new lays them out
+ *                      (breaker.c: probe slots, closed bitmap, ring, slot
+ *                      bitmap)
+ *   off_pcpu           the per-CPU part: one unit per CPU, each on a cache
+ *                      line of its own (pcpu_stride = the line), so that no
+ *                      two CPUs write one line (L6)
+ * A handle (attach) is a process-local circuit_breaker: the constants
+ * copied from the header, this process's callbacks, pointers into its own
+ * mapping computed from the offsets, its delivery (SH3). Every function of
+ * circuit.h runs the same code on it as on circuit_new's breaker, whose
+ * block holds a handle and the shared state side by side.
+ * docs/design/shared-memory.md has the audit of what a killed process
+ * leaves behind.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "circuit_shared.h"
+#include "closed_state.h"
+#include "delivery.h"
+#include "percpu.h"
+
+#define REGION_MAGIC UINT64_C(0x6369726373686d31) /* "circshm1" */
+
+typedef struct circuit__region {
+    uint64_t magic;        /* written last by init; 0 while it builds */
+    uint32_t layout;       /* CIRCUIT_SHARED_LAYOUT */
+    uint32_t ncpu;         /* per-CPU units */
+    uint64_t size;         /* bytes the breaker takes (circuit_shared_size) */
+    circuit_config cfg;    /* as init was given it (SH5) */
+    uint64_t salt;
+    uint64_t seq_mod, window_magic;
+    uint64_t off_shared, off_arrays, off_pcpu;
+    uint32_t pcpu_stride;  /* bytes between two CPUs' units: the cache line */
+    uint32_t cacheline;    /* CIRCUIT_CACHELINE of the build that laid it out */
+} circuit__region;
+
+static size_t up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+typedef struct layout {
+    size_t off_shared, off_arrays, off_pcpu, size;
+} layout;
+
+static layout layout_of(const circuit_config *cfg, uint32_t ncpu)
+{
+    layout l;
+    l.off_shared = up(sizeof(circuit__region), 64);
+    l.off_arrays = l.off_shared + sizeof(circuit__shared);
+    l.off_pcpu = up(l.off_arrays + circuit__arrays_bytes((uint32_t)cfg->window, (uint32_t)cfg->probes),
+                    CIRCUIT_CACHELINE);
+    l.size = l.off_pcpu + (size_t)ncpu * CIRCUIT_CACHELINE;
+    return l;
+}
+
+static bool config_valid(const circuit_config *cfg)
+{
+    return cfg->window >= 1 && cfg->window <= CIRCUIT_MAX_COUNT && cfg->probes >= 1 &&
+           cfg->probes <= CIRCUIT_MAX_COUNT && cfg->open_for_ns > 0 && cfg->probe_timeout_ns > 0;
+}
+
+size_t circuit_shared_size(const circuit_config *cfg)
+{
+    if (!cfg || !config_valid(cfg))
+        return 0;
+    return layout_of(cfg, circuit__cpus_configured()).size;
+}
+
+/* ---- processes --------------------------------------------------------------- */
+
+static uint32_t self_proc(void)
+{
+    pid_t p = getpid();
+    return p > 0 && (uint64_t)p < (UINT64_C(1) << 22) ? (uint32_t)p : 0; /* 0: no takeover */
+}
+
+#ifdef CIRCUIT_SCHED
+bool circuit__sched_proc_alive(uint32_t id);
+#endif
+
+bool circuit__proc_alive(uint32_t id)
+{
+#ifdef CIRCUIT_SCHED
+    return circuit__sched_proc_alive(id);
+#else
+    /* ESRCH: no such process. A zombie (killed, not yet reaped) still
+     * exists, and EPERM means it exists under another user. */
+    return kill((pid_t)id, 0) == 0 || errno != ESRCH;
+#endif
+}
+
+/* ---- init ------------------------------------------------------------------ */
+
+int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *errbuf,
+                        size_t errbuf_len)
+{
+    circuit__check_spec(NULL, spec, "circuit_shared_init");
+    if (!mem)
+        circuit__abort("circuit_shared_init: mem is NULL");
+    /* CFG2's one message: the config's clauses and the policy's (K1), then
+     * the memory's */
+    char said[1024];
+    int rc = circuit__validate(&spec->config, &spec->policy, said, sizeof said);
+    uint32_t ncpu = circuit__cpus_configured();
+    layout l = layout_of(&spec->config, ncpu);
+    bool small = rc == 0 && len < l.size;
+    bool misaligned = ((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0;
+    circuit__region *r = mem;
+    if (rc != 0 || small || misaligned) {
+        circuit__msg m;
+        circuit__msg_start(&m, errbuf, errbuf_len, rc ? "circuit_config" : "circuit_shared_init");
+        if (rc) {
+            const char *p = strchr(said, ':');
+            circuit__msg_add(&m, "%s", p ? p + 2 : said);
+        }
+        if (small)
+            circuit__msg_add(&m, "len = %zu (must be at least %zu, circuit_shared_size)", len,
+                             l.size);
+        if (misaligned)
+            circuit__msg_add(&m, "mem = %p (must be aligned to %d bytes)", mem, CIRCUIT_SHARED_ALIGN);
+        if (len >= sizeof r->magic && !misaligned)
+            r->magic = 0; /* no breaker here now */
+        circuit__msg_end(&m);
+        return EINVAL;
+    }
+    /* Before any process uses it (the caller publishes it): plain stores */
+    memset(mem, 0, l.size);
+    r->layout = CIRCUIT_SHARED_LAYOUT;
+    r->ncpu = ncpu;
+    r->size = l.size;
+    r->cfg = spec->config;
+    uint64_t salt = spec->salt;
+    if (!salt)
+        salt = ((uint64_t)getpid() << 32 ^ (uint64_t)circuit__now()) | 1u;
+    r->salt = salt;
+    uint32_t window = (uint32_t)spec->config.window;
+    r->seq_mod = (uint64_t)window * ((UINT64_C(1) << 31) / window);
+    r->window_magic = UINT64_MAX / window + 1;
+    r->off_shared = l.off_shared;
+    r->off_arrays = l.off_arrays;
+    r->off_pcpu = l.off_pcpu;
+    r->pcpu_stride = CIRCUIT_CACHELINE;
+    r->cacheline = CIRCUIT_CACHELINE;
+    /* the shared state's first values, through a handle of this process
+     * that lives only for the call (the same code as circuit_new) */
+    circuit_breaker scratch;
+    circuit_breaker *h = &scratch;
+    memset(h, 0, sizeof *h);
+    circuit__handle_carve(h, (circuit__shared *)(void *)((char *)mem + l.off_shared),
+                          (char *)mem + l.off_arrays, window, (uint32_t)spec->config.probes);
+    h->ncpu = ncpu;
+    h->pcpu0 = (char *)mem + l.off_pcpu;
+    h->pcpu_stride = CIRCUIT_CACHELINE;
+    h->seq_mod = r->seq_mod;
+    h->window_magic = r->window_magic;
+    circuit__closed_init(h); /* the state word: closed, generation 0 */
+    circuit__st128_init(&h->s->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
+    r->magic = REGION_MAGIC;
+    return 0;
+}
+
+/* ---- attach / detach ----------------------------------------------------- */
+
+int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const circuit_spec *spec,
+                          char *errbuf, size_t errbuf_len)
+{
+    circuit__check_spec(out, spec, "circuit_shared_attach");
+    if (!mem)
+        circuit__abort("circuit_shared_attach: mem is NULL");
+    circuit__text none = {errbuf, errbuf_len, 0};
+    circuit__text_str(&none, ""); /* an empty message unless one follows */
+    const circuit__region *r = mem;
+    if (((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0 || len < sizeof *r) {
+        circuit__msg m;
+        circuit__msg_start(&m, errbuf, errbuf_len, "circuit_shared_attach");
+        if (((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0)
+            circuit__msg_add(&m, "mem = %p (must be aligned to %d bytes)", mem, CIRCUIT_SHARED_ALIGN);
+        if (len < sizeof *r)
+            circuit__msg_add(&m, "len = %zu (smaller than the header, %zu bytes)", len, sizeof *r);
+        return circuit__msg_end(&m);
+    }
+    /* Plain loads: init's stores were published to us by the caller */
+    if (r->magic != REGION_MAGIC) {
+        circuit__text t = {errbuf, errbuf_len, 0};
+        circuit__text_fmt(&t, "circuit_shared_attach: mem holds no breaker (magic %#llx, not "
+                              "circuit_shared_init's)",
+                          (unsigned long long)r->magic);
+        return EPROTO;
+    }
+    if (r->layout != CIRCUIT_SHARED_LAYOUT || r->cacheline != CIRCUIT_CACHELINE) {
+        circuit__text t = {errbuf, errbuf_len, 0};
+        circuit__text_fmt(&t, "circuit_shared_attach: the breaker has layout version %u with %u-byte "
+                              "lines; this library reads version %d with %d-byte lines",
+                          r->layout, r->cacheline, CIRCUIT_SHARED_LAYOUT, CIRCUIT_CACHELINE);
+        return EPROTO;
+    }
+    /* SH5: the config, field by field; the memory's size */
+    circuit__msg m;
+    circuit__msg_start(&m, errbuf, errbuf_len, "circuit_shared_attach");
+    const circuit_config *a = &spec->config, *i = &r->cfg;
+    if (a->window != i->window)
+        circuit__msg_add(&m, "config.window = %d (the shared breaker's is %d)", a->window, i->window);
+    if (a->probes != i->probes)
+        circuit__msg_add(&m, "config.probes = %d (the shared breaker's is %d)", a->probes, i->probes);
+    if (a->open_for_ns != i->open_for_ns)
+        circuit__msg_add(&m, "config.open_for_ns = %lld (the shared breaker's is %lld)",
+                         (long long)a->open_for_ns, (long long)i->open_for_ns);
+    if (a->probe_timeout_ns != i->probe_timeout_ns)
+        circuit__msg_add(&m, "config.probe_timeout_ns = %lld (the shared breaker's is %lld)",
+                         (long long)a->probe_timeout_ns, (long long)i->probe_timeout_ns);
+    if (len < r->size)
+        circuit__msg_add(&m, "len = %zu (the shared breaker takes %llu bytes)", len,
+                         (unsigned long long)r->size);
+    if (circuit__msg_end(&m) != 0)
+        return EINVAL;
+    circuit_breaker *b = NULL;
+    if (posix_memalign((void **)&b, 64, sizeof *b) != 0)
+        return ENOMEM;
+    memset(b, 0, sizeof *b);
+    char *base = mem;
+    circuit__handle_carve(b, (circuit__shared *)(void *)(base + r->off_shared), base + r->off_arrays,
+                          (uint32_t)i->window, (uint32_t)i->probes);
+    b->cfg = *i;
+    circuit__handle_callbacks(b, spec);
+    b->salt = r->salt;
+    b->seq_mod = r->seq_mod;
+    b->window_magic = r->window_magic;
+    b->ncpu = r->ncpu;
+    b->pcpu0 = base + r->off_pcpu;
+    b->pcpu_stride = (uint16_t)r->pcpu_stride;
+    b->footprint = (uint32_t)sizeof *b;
+    b->proc = self_proc();
+    b->shared = 1;
+    circuit__delivery_init(b);
+    b->magic = CIRCUIT__MAGIC;
+    *out = b;
+    return 0;
+}
+
+void circuit_shared_detach(circuit_breaker *b)
+{
+    if (!b)
+        return;
+    circuit__check_breaker(b, "circuit_shared_detach");
+    if (!b->shared)
+        circuit__abort("circuit_shared_detach: the breaker was built by circuit_new; free it "
+                       "with circuit_free");
+    circuit__check_no_callback(b, "circuit_shared_detach");
+    circuit__delivery_destroy(b);
+    *(volatile uint64_t *)&b->magic = 0; /* as circuit_free (single-threaded by contract) */
+    free(b);
+}
+
+#ifdef CIRCUIT_TESTING
+#include "testing.h"
+
+void circuit_test_shared_proc(circuit_breaker *b, uint32_t id)
+{
+    circuit__check_breaker(b, "circuit_test_shared_proc");
+    b->proc = id & ((UINT32_C(1) << 22) - 1);
+}
+#endif

@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""ngx_http_circuit_module on real nginx (ctest label "nginx"): each test
+starts a private proxy nginx with 4 workers and the module, in front of nginx
+origins (and an origin that accepts and never answers), on free ports in a
+temporary folder, checks one group of rules (docs/CONTRACT.md NX1-NX6), and
+stops exactly the processes it started, by pid, pass or fail.
+
+usage: nx_tests.py --module SO [--work DIR] [--report JSON] TEST
+Exit 0 pass, 1 fail, 77 skipped (no nginx, outside CI).
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nx_harness import (HungOrigin, Load, Origin, Proxy, alive, free_port,  # noqa: E402
+                        http_get, stats)
+
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what, flush=True)
+    if not cond:
+        FAILED.append(what)
+    return cond
+
+
+def wait_for(what, pred, timeout_s=20.0, step=0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    check(False, "timed out waiting: " + what)
+    return None
+
+
+def attempts(proxy, ports):
+    """Upstream tries the proxy made to these ports (its access log)."""
+    want = {"127.0.0.1:%d" % p for p in ports}
+    n = 0
+    for l in proxy.log_lines():
+        for addr in " ".join(l[2:-2]).replace(",", " ").split():
+            n += addr in want
+    return n
+
+
+def upstream_block(name, ports, extra="", server_params=""):
+    servers = "\n".join("        server 127.0.0.1:%d%s;" % (p, server_params) for p in ports)
+    return "    upstream %s {\n%s\n        %s\n    }\n" % (name, servers, extra)
+
+
+def location(prefix, upstream):
+    return "        location %s { proxy_pass http://%s/; }\n" % (prefix, upstream)
+
+
+# --------------------------------------------------------------------------
+# NX2: bad directives fail `nginx -t` naming the bad value
+# --------------------------------------------------------------------------
+
+def NX2_bad_directives_fail_nginx_t(work, module):
+    p = Proxy(work / "proxy", module, "")
+    ok_body = upstream_block("b", [free_port()], "circuit_breaker policy=consecutive:5;")
+    rc, out = p.test_config(ok_body, location("/", "b"))
+    check(rc == 0, "a good circuit_breaker passes nginx -t (%s)" % out.strip().splitlines()[-1:])
+    bad = [
+        ("policy=consecutive:0", "policy=consecutive:0"),
+        ("policy=sometimes", "policy=sometimes"),
+        ("policy=failure-rate:1.5:10", "policy=failure-rate:1.5:10"),
+        ("policy=failure-rate:0.5:200 window=100", "MIN_RESULTS exceeds window=100"),
+        ("window=0", "window=0"),
+        ("window=70000", "window=70000"),
+        ("probes=-1", "probes=-1"),
+        ("open-for=5", "open-for=5"),
+        ("open-for=5s open-for-max=1s", "open-for-max=1s"),
+        ("jitter=0.2", "needs \"open-for-max\""),
+        ("probe-timeout=0s", "probe-timeout=0s"),
+        ("failure-status=600", "failure-status=600"),
+        ("colour=blue", "unknown parameter \"colour=blue\""),
+        ("window", "invalid parameter \"window\""),
+    ]
+    for params, needle in bad:
+        body = upstream_block("b", [free_port()], "circuit_breaker %s;" % params)
+        rc, out = p.test_config(body, location("/", "b"))
+        line = next((l for l in out.splitlines() if "[emerg]" in l), "")
+        check(rc != 0 and needle in line and ("in %s:" % p.conf_path) in line,
+              "nginx -t refuses circuit_breaker %s: %s" % (params, line.strip()))
+    # every bad parameter of one directive is named, each on its line
+    body = upstream_block("b", [free_port()], "circuit_breaker window=0 probes=0;")
+    rc, out = p.test_config(body, location("/", "b"))
+    check(rc != 0 and "window=0" in out and "probes=0" in out,
+          "two bad parameters: both named")
+    rc, out = p.test_config(upstream_block("b", [free_port()], "circuit_breaker;\n"
+                                           "        circuit_breaker;"), location("/", "b"))
+    check(rc != 0 and "is duplicate" in out, "circuit_breaker twice in one upstream refused")
+    rc, out = p.test_config("    circuit_breaker_zone 1k;\n"
+                            + upstream_block("b", [free_port()], "circuit_breaker;"),
+                            location("/", "b"))
+    check(rc != 0 and "circuit_breaker_zone" in out and "1k" in out,
+          "circuit_breaker_zone 1k refused")
+
+
+# --------------------------------------------------------------------------
+# NX3, NX4: outage phases, against nginx's max_fails in the same run
+# --------------------------------------------------------------------------
+
+CB_PARAMS = "policy=consecutive:3 open-for=4s probes=1 probe-timeout=2s"
+PHASE_S = {"healthy": 3.0, "refused": 10.0, "hung": 10.0, "recovery": 8.0}
+
+
+def NX3_NX4_outage_phases_settle_once_vs_max_fails(work, module, report_path=None):
+    cb_ports = [free_port(), free_port()]
+    mf_ports = [free_port(), free_port()]
+    ab_port, pt_port = free_port(), free_port()
+    body = (upstream_block("cb", cb_ports, "circuit_breaker %s;" % CB_PARAMS)
+            + upstream_block("mf", mf_ports, "", " max_fails=1 fail_timeout=10s")
+            + upstream_block("ab", [ab_port], "circuit_breaker policy=consecutive:3;")
+            + upstream_block("pt", [pt_port], "circuit_breaker policy=consecutive:1 "
+                             "open-for=1s probe-timeout=1s;"))
+    server = (location("/cb/", "cb") + location("/mf/", "mf") + location("/ab/", "ab")
+              + "        location /pt/ { proxy_pass http://pt/; proxy_read_timeout 3s; }\n")
+    origin = Origin(work / "origin", cb_ports + mf_ports)
+    proxy = Proxy(work / "proxy", module, body, server_body=server)
+    hung = None
+    report = {"module": CB_PARAMS, "max_fails": "max_fails=1 fail_timeout=10s",
+              "workers": 4, "servers_per_upstream": 2, "clients_per_upstream": 4,
+              "phases": {}}
+    try:
+        origin.start()
+        proxy.start()
+        report["workers"] = proxy.nworkers
+        cb = Load(proxy.port, "/cb/").start()
+        mf = Load(proxy.port, "/mf/").start()
+        phase_t = {}
+
+        def phase(name, seconds):
+            t0 = time.monotonic()
+            a_cb, a_mf = attempts(proxy, cb_ports), attempts(proxy, mf_ports)
+            time.sleep(seconds)
+            t1 = time.monotonic()
+            phase_t[name] = (t0, t1)
+            rcb, rmf = cb.since(t0, t1), mf.since(t0, t1)
+            row = {}
+            for what, rs, a0, ports in (("module", rcb, a_cb, cb_ports),
+                                        ("max_fails", rmf, a_mf, mf_ports)):
+                statuses = {}
+                for r in rs:
+                    statuses[str(r[1])] = statuses.get(str(r[1]), 0) + 1
+                row[what] = {"requests": len(rs), "statuses": statuses,
+                             "origin_hits": attempts(proxy, ports) - a0,
+                             "retry_after": sum(1 for r in rs if r[2] is not None)}
+            report["phases"][name] = row
+            print("phase %-8s module %s | max_fails %s" % (name, row["module"], row["max_fails"]),
+                  flush=True)
+            return rcb
+
+        rs = phase("healthy", PHASE_S["healthy"])
+        check(rs and all(r[1] == 200 for r in rs), "healthy: every /cb/ request 200")
+
+        origin.stop()                                  # refused: nothing listens
+        rs = phase("refused", PHASE_S["refused"])
+        r503 = [r for r in rs if r[1] == 503]
+        check(len(r503) > len(rs) // 2, "refused: most requests 503 (%d of %d)"
+              % (len(r503), len(rs)))
+        check(r503 and all(r[2] is not None and int(r[2]) >= 1 for r in r503),
+              "refused: every 503 has Retry-After >= 1 (whole seconds)")
+        lat = sorted(r[3] for r in r503) or [0.0]
+        p95 = lat[int(0.95 * (len(lat) - 1))]
+        check(p95 < 0.5, "refused: the 503s come at once, no connect attempted (95th "
+              "percentile %.3f s, slowest %.3f s, on a loaded 2-core machine)" % (p95, lat[-1]))
+        hits = report["phases"]["refused"]["module"]["origin_hits"]
+        # per server: 3 failures trip it (and up to 4 clients' tries in
+        # flight then), then one probe per open period (4 s)
+        bound = 2 * (3 + 4 + math.ceil(PHASE_S["refused"] / 4.0) + 1)
+        check(hits <= bound, "refused: origin hits %d <= %d (one breaker per server for all "
+              "4 workers: trips, then probes)" % (hits, bound))
+
+        hung = HungOrigin(cb_ports + mf_ports).start()  # accepts, never answers
+        rs = phase("hung", PHASE_S["hung"])
+        r503 = [r for r in rs if r[1] == 503]
+        check(len(r503) > len(rs) // 2, "hung: most requests 503 (%d of %d)"
+              % (len(r503), len(rs)))
+        hits = report["phases"]["hung"]["module"]["origin_hits"]
+        bound = 2 * (3 + 4 + math.ceil(PHASE_S["hung"] / 4.0) + 1)
+        check(hits <= bound, "hung: origin hits %d <= %d" % (hits, bound))
+        report["phases"]["hung"]["module"]["accepted"] = sum(hung.accepted[p] for p in cb_ports)
+        report["phases"]["hung"]["max_fails"]["accepted"] = sum(hung.accepted[p]
+                                                                for p in mf_ports)
+        hung.stop()
+        hung = None
+
+        origin.start()                                  # recovery
+        t_back = time.monotonic()
+        rs = phase("recovery", PHASE_S["recovery"])
+        first_ok = next((r[0] for r in sorted(rs) if r[1] == 200), None)
+        check(first_ok is not None and all(r[1] == 200 for r in rs if r[0] > first_ok + 4.5),
+              "recovery: 200 again, and only 200 once the probes closed the breakers")
+        report["phases"]["recovery"]["module"]["first_200_after_s"] = (
+            round(first_ok - t_back, 2) if first_ok else None)
+        mrs = [r for r in mf.since(t_back) if r[1] == 200]
+        report["phases"]["recovery"]["max_fails"]["first_200_after_s"] = (
+            round(min(r[0] for r in mrs) - t_back, 2) if mrs else None)
+        cb.stop()
+        mf.stop()
+
+        # NX4: a client gone before any origin outcome releases the ticket
+        hung = HungOrigin([ab_port]).start()
+        s = socket.create_connection(("127.0.0.1", proxy.port))
+        s.sendall(b"GET /ab/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_for("the hung origin got the request", lambda: hung.accepted[ab_port] == 1)
+        s.close()
+        st = wait_for("the abort is settled", lambda: (lambda x: x if x["released"] == 1
+                                                       else None)(stats(proxy.metrics(),
+                                                                        "ab/127.0.0.1:%d"
+                                                                        % ab_port)))
+        check(st and st["failures"] == 0 and st["admitted"] == 1,
+              "client abort: released, nothing counted (%s)" % st)
+        hung.stop()
+        hung = None
+
+        # a probe waits at most probe-timeout (1 s), not proxy_read_timeout (3 s)
+        hung = HungOrigin([pt_port]).start()
+        st1, _, _, s1 = http_get(proxy.port, "/pt/")
+        time.sleep(1.2)
+        st2, _, _, s2 = http_get(proxy.port, "/pt/")
+        check(st1 == 504 and s1 > 2.5 and st2 == 504 and s2 < 1.9,
+              "a probe times out after probe-timeout: %d in %.2f s closed, %d in %.2f s as a "
+              "probe" % (st1, s1, st2, s2))
+        hung.stop()
+        hung = None
+
+        # NX4: quiescent, every admitted request settled exactly once
+        time.sleep(1.2)
+        expo = proxy.metrics()
+        for p in cb_ports:
+            st = stats(expo, "cb/127.0.0.1:%d" % p)
+            check(st["admitted"] == st["settled"] and st["admitted"] > 0,
+                  "cb/127.0.0.1:%d: admitted %d == settled %d (%d successes, %d failures, "
+                  "%d released, %d late)" % (p, st["admitted"], st["settled"], st["successes"],
+                                            st["failures"], st["released"], st["late"]))
+        total_cb = len(cb.results)
+        adm = sum(stats(expo, "cb/127.0.0.1:%d" % p)["admitted"] for p in cb_ports)
+        rej = sum(stats(expo, "cb/127.0.0.1:%d" % p)["rejected"] for p in cb_ports)
+        report["module_totals"] = {"requests": total_cb, "admitted": adm, "rejected_calls": rej}
+        errs = proxy.errors()
+        check("closed -> open" in errs and "half-open -> closed" in errs,
+              "transitions in the error log (open, and closed again)")
+    finally:
+        for x in (hung,):
+            if x:
+                x.stop()
+        proxy.stop()
+        origin.stop()
+
+    # the comparison, printed and saved
+    print("\norigin hits per outage phase, same run, %d workers, 2 servers per upstream, "
+          "4 clients per upstream:" % report["workers"])
+    print("%-9s %22s %22s" % ("phase", "circuit_breaker", "max_fails=1 10s"))
+    for name, row in report["phases"].items():
+        print("%-9s %10d of %5d req %10d of %5d req" % (
+            name, row["module"]["origin_hits"], row["module"]["requests"],
+            row["max_fails"]["origin_hits"], row["max_fails"]["requests"]))
+    if report_path:
+        Path(report_path).write_text(json.dumps(report, indent=2) + "\n")
+        print("report: %s" % report_path)
+
+
+# --------------------------------------------------------------------------
+# NX1, NX6: one breaker across workers
+# --------------------------------------------------------------------------
+
+def NX1_NX6_one_breaker_across_workers(work, module):
+    port = free_port()      # refused: nothing listens
+    body = upstream_block("one", [port], "circuit_breaker policy=consecutive:5 open-for=60s;")
+    proxy = Proxy(work / "proxy", module, body, server_body=location("/", "one"))
+    name = "one/127.0.0.1:%d" % port
+    try:
+        proxy.start()
+        load = Load(proxy.port, "/", threads=8, pause=0.0).start()
+        t_trip = wait_for("the breaker trips", lambda: stats(proxy.metrics(), name).get("state")
+                          == "open" and time.monotonic())
+        time.sleep(3.0)
+        load.stop()
+        lines = proxy.log_lines()
+        pids_503 = {l[0] for l in lines if l[1] == "503"}
+        tries = [l for l in lines if "127.0.0.1:%d" % port in l]
+        st = stats(proxy.metrics(), name)
+        # the 5th failure trips; a try other workers had in flight at that
+        # moment (one each at most: a refused connect fails at once) is late
+        check(st["failures"] == 5 and st["admitted"] == 5 + st["late"]
+              and st["late"] <= proxy.nworkers - 1,
+              "one breaker for %d workers: 5 failures counted, %d late, admitted %d (%s)"
+              % (proxy.nworkers, st["late"], st["admitted"], st))
+        check(len(tries) == st["admitted"], "the origin was tried %d times in all, each an "
+              "admitted call; none after the trip" % len(tries))
+        check(len(pids_503) >= 2, "503s came from %d different workers %s"
+              % (len(pids_503), sorted(pids_503)))
+        check(st["rejected"] == sum(1 for l in lines if l[1] == "503") and st["rejected"] > 50,
+              "rejected calls %d == 503s logged" % st["rejected"])
+        status, _, text, _ = proxy.get("/metrics")
+        if shutil.which("promtool"):
+            r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                               capture_output=True)
+            check(r.returncode == 0, "promtool check metrics accepts the exposition %s"
+                  % (r.stdout + r.stderr).decode(errors="replace").strip())
+        elif os.environ.get("CI") == "true":
+            check(False, "promtool is installed in CI (package prometheus)")
+        trips = [l for l in proxy.errors().splitlines() if "closed -> open" in l]
+        check(len(trips) == 1 and "[warn]" in trips[0] and name in trips[0],
+              "one trip logged, by the worker that made it: %s" % (trips[:2],))
+        check(t_trip is not None, "tripped")
+    finally:
+        proxy.stop()
+
+
+# --------------------------------------------------------------------------
+# NX5: a worker SIGKILLed during traffic; reload keeps state
+# --------------------------------------------------------------------------
+
+def NX5_sigkill_worker_during_traffic_exact_counts(work, module, report_path=None):
+    ports = [free_port()]
+    origin = Origin(work / "origin", ports)
+    body = upstream_block("k", ports, "circuit_breaker policy=consecutive:20 open-for=2s;")
+    proxy = Proxy(work / "proxy", module, body,
+                  server_body="        location / { proxy_pass http://k; "
+                  "proxy_read_timeout 5s; }\n")
+    name = "k/127.0.0.1:%d" % ports[0]
+    try:
+        origin.start()
+        proxy.start()
+        # 8 clients of fast answers, and 8 of slow ones (about 2 s each) so
+        # that every worker holds tickets when one is killed
+        load = Load(proxy.port, "/", threads=8, pause=0.0).start()
+        slow = Load(proxy.port, "/slow", threads=8, pause=0.0).start()
+        time.sleep(2.5)
+        workers = proxy.workers()
+        victim = workers[min(1, len(workers) - 1)]
+        os.kill(victim, signal.SIGKILL)
+        t_kill = time.monotonic()
+        new = wait_for("the master starts a new worker",
+                       lambda: (lambda w: w if len(w) == proxy.nworkers and victim not in w
+                                else None)(
+                           proxy.workers()), 10)
+        time.sleep(2.0)
+        results = load.stop() + slow.stop()
+        time.sleep(1.2)                                  # quiet: every ticket settled
+        st = stats(proxy.metrics(), name)
+        ok = sum(1 for r in results if r[1] == 200)
+        broken = sum(1 for r in results if r[1] != 200)
+        lost = st["admitted"] - st["settled"]
+        check(new is not None and victim not in (new or []), "worker %d replaced: %s"
+              % (victim, new))
+        check(0 <= lost <= 16, "tickets the killed worker held: admitted %d - settled %d = %d "
+              "(at most its requests in flight)" % (st["admitted"], st["settled"], lost))
+        # a 200 the client got was admitted: counted, or held by the dead
+        # worker (nginx settles after the response went out); a success
+        # counted is a request sent, whether or not its answer arrived
+        check(st["successes"] <= ok + broken and st["successes"] + lost >= ok,
+              "successes %d <= the clients' 200s + broken requests %d, and successes + lost "
+              "%d >= 200s %d" % (st["successes"], ok + broken, st["successes"] + lost, ok))
+        after = [r for r in results if r[0] > t_kill + 0.5]
+        bad = [r for r in after if r[1] != 200]
+        check(after and not bad, "the other workers serve on: %d requests after the kill, "
+              "all 200 (not: %s)" % (len(after), [(round(r[0] - t_kill, 2), r[1],
+                                                   round(r[3], 2)) for r in bad[:5]]))
+        # still usable: failures through the new worker set trip it, probes close it
+        for _ in range(40):
+            http_get(proxy.port, "/fail")
+        st2 = stats(proxy.metrics(), name)
+        check(st2["state"] == "open" and st2["failures"] - st["failures"] == 20,
+              "after the kill the breaker still trips at exactly 20 failures (%s)" % st2)
+        time.sleep(2.2)
+        wait_for("a probe closes it", lambda: http_get(proxy.port, "/")[0] == 200
+                 and stats(proxy.metrics(), name)["state"] == "closed", 10)
+        report = {"workers": proxy.nworkers, "requests": len(results), "client_200": ok, "client_broken": broken,
+                  "admitted": st["admitted"], "settled": st["settled"], "tickets_lost": lost,
+                  "successes": st["successes"], "failures": st["failures"],
+                  "released": st["released"]}
+        print("SIGKILL of one of %d workers under 8 + 8 (slow) clients: %s"
+              % (proxy.nworkers, report))
+        if report_path:
+            Path(report_path).write_text(json.dumps(report, indent=2) + "\n")
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+def NX5_reload_keeps_unchanged_breakers(work, module):
+    p1, p2, p3 = free_port(), free_port(), free_port()   # refused
+    keep = upstream_block("keep", [p1], "circuit_breaker policy=consecutive:3 open-for=60s;")
+    chg = upstream_block("chg", [p2], "circuit_breaker policy=consecutive:3 open-for=60s;")
+    server = location("/keep/", "keep") + location("/chg/", "chg")
+    proxy = Proxy(work / "proxy", module, keep + chg, server_body=server)
+    k, c, n = "keep/127.0.0.1:%d" % p1, "chg/127.0.0.1:%d" % p2, "keep/127.0.0.1:%d" % p3
+    try:
+        proxy.start()
+        for _ in range(6):
+            http_get(proxy.port, "/keep/")
+            http_get(proxy.port, "/chg/")
+        before = proxy.metrics()
+        sk, sc = stats(before, k), stats(before, c)
+        check(sk["state"] == "open" and sc["state"] == "open", "both open before the reload")
+        keep2 = upstream_block("keep", [p1, p3], "circuit_breaker policy=consecutive:3 "
+                               "open-for=60s;")
+        chg2 = upstream_block("chg", [p2], "circuit_breaker policy=consecutive:4 open-for=60s;")
+        old = proxy.workers()
+        new = proxy.reload(keep2 + chg2)
+        check(not set(old) & set(new), "the reload replaced every worker")
+        after = proxy.metrics()
+        sk2, sc2, sn2 = stats(after, k), stats(after, c), stats(after, n)
+        check(sk2 == sk, "unchanged server keeps its breaker: %s" % sk2)
+        check(sc2["state"] == "closed" and sc2["admitted"] == 0,
+              "changed parameters: a fresh breaker (%s)" % sc2)
+        check(sn2.get("state") == "closed" and sn2["admitted"] == 0,
+              "a new server: a fresh breaker")
+        http_get(proxy.port, "/keep/")
+        sk3 = stats(proxy.metrics(), k)
+        check(sk3["rejected"] == sk["rejected"] + 1 and sk3["admitted"] == sk["admitted"],
+              "the kept breaker still rejects after the reload (the request went to the new "
+              "server): %s" % sk3)
+        check("1 breakers built, 1 kept with their state" in proxy.errors()
+              or "2 breakers built, 1 kept" in proxy.errors(),
+              "the reload logs what it kept: %s" % [l for l in proxy.errors().splitlines()
+                                                    if "breakers built" in l][-1:])
+        # a bad directive refuses the reload; the running configuration serves on
+        bad = upstream_block("keep", [p1], "circuit_breaker window=0;")
+        proxy.write(bad)
+        os.kill(proxy.proc.pid, signal.SIGHUP)
+        time.sleep(1.0)
+        check(set(proxy.workers()) == set(new), "a bad reload keeps the workers")
+        check(stats(proxy.metrics(), k) == sk3, "and the breakers")
+    finally:
+        proxy.stop()
+
+
+TESTS = {f.__name__: f for f in (
+    NX2_bad_directives_fail_nginx_t,
+    NX3_NX4_outage_phases_settle_once_vs_max_fails,
+    NX1_NX6_one_breaker_across_workers,
+    NX5_sigkill_worker_during_traffic_exact_counts,
+    NX5_reload_keeps_unchanged_breakers,
+)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--work", help="parent of the test's temporary folder (default: the "
+                    "system's temporary folder); kept when a check fails")
+    ap.add_argument("--report", help="where the benchmark-style report goes (JSON)")
+    ap.add_argument("test", choices=sorted(TESTS))
+    a = ap.parse_args()
+    if shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"):
+        print(("FAIL" if os.environ.get("CI") == "true" else "SKIP") + ": nginx not installed")
+        return 1 if os.environ.get("CI") == "true" else 77
+    if a.work:
+        Path(a.work).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="nx-%s-" % a.test.split("_")[0], dir=a.work))
+    os.chmod(work, 0o755)
+    kw = {"report_path": a.report} if a.report and "report_path" in \
+        TESTS[a.test].__code__.co_varnames else {}
+    TESTS[a.test](work, a.module, **kw)
+    print("%d passed, %d failed" % (0 if FAILED else 1, 1 if FAILED else 0))
+    if FAILED:
+        print("failed checks:\n  " + "\n  ".join(FAILED))
+        print("logs in %s" % work)
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,505 @@
+/*
+ * One breaker in shared memory (SH1-SH5): building, attaching and what a
+ * process killed at a chosen instruction leaves to the others.
+ *
+ * Processes here are real: a forked child attaches its own handle, runs to
+ * a test point of the core (circuit_test_set_hook), or to a chosen line,
+ * and SIGKILLs itself there; the parent reaps it (its pid then no longer exists) and checks what
+ * the breaker gives the survivors. The fork stress (tests/stress/
+ * stress_fork.c) does the same at random points; the schedule checker
+ * (tests/sched, scenarios shared_*) at every switch point.
+ */
+#include "helpers.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "circuit_shared.h"
+#include "internal.h" /* tot_ctl's busy bit (SH2's takeover) */
+
+TestSuite(sh);
+
+#define SH_OPEN 1000000
+#define SH_PROBE 500000
+
+typedef struct seen {
+    int n;
+    circuit_transition t[64];
+    void *ctx[64];
+} seen;
+
+static bool trip1(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    return c->failures >= 1;
+}
+static circuit_state probe1(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    if (c->failures > 0 || c->timed_out > 0)
+        return CIRCUIT_OPEN;
+    return c->successes >= 1 ? CIRCUIT_CLOSED : CIRCUIT_HALF_OPEN;
+}
+static circuit_outcome sh_cls(void *arg, void *ctx, int result)
+{
+    (void)arg, (void)ctx;
+    return (circuit_outcome)result;
+}
+static void obs(void *arg, void *ctx, const circuit_transition *t)
+{
+    seen *s = arg;
+    if (s->n < 64) {
+        s->t[s->n] = *t;
+        s->ctx[s->n++] = ctx;
+    }
+}
+
+static circuit_spec spec_of(seen *s, int window, int probes)
+{
+    circuit_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.config = (circuit_config){window, probes, SH_OPEN, SH_PROBE};
+    sp.policy.trip = trip1;
+    sp.policy.probe = probe1;
+    sp.classify = sh_cls;
+    sp.observe = obs;
+    sp.observe_arg = s;
+    return sp;
+}
+
+/* a MAP_SHARED region (survives fork) of the size the config needs */
+static void *region(const circuit_config *cfg, size_t *len)
+{
+    *len = circuit_shared_size(cfg);
+    cr_assert(*len > 0);
+    void *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(m != MAP_FAILED);
+    return m;
+}
+
+static bool call(circuit_breaker *b, void *ctx, int outcome)
+{
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    if (!circuit_allow(b, ctx, &t, &rej))
+        return false;
+    circuit_done(&t, outcome);
+    return true;
+}
+
+/* ---- SH1 ------------------------------------------------------------------ */
+
+Test(sh, SH1_size_init_attach)
+{
+    circuit_config bad = {0, 1, 1, 1};
+    cr_expect_eq(circuit_shared_size(&bad), 0);
+    cr_expect_eq(circuit_shared_size(NULL), 0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    /* the whole breaker, per-CPU part included: the config's arrays and a
+     * line per CPU */
+    cr_expect_geq(len, circuit__arrays_bytes(4, 1) + circuit__cpus_configured() * CIRCUIT_CACHELINE);
+    char err[256];
+    cr_assert_eq(circuit_shared_init(m, len, &sp, err, sizeof err), 0, "%s", err);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(circuit_get_state(b), CIRCUIT_CLOSED); /* S1 */
+    cr_expect(call(b, NULL, CIRCUIT_SUCCESS));
+    cr_expect(call(b, NULL, CIRCUIT_FAILURE)); /* trips */
+    cr_expect_eq(circuit_get_state(b), CIRCUIT_OPEN);
+    cr_expect_eq(s.n, 1);
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.admitted, 2);
+    cr_expect_eq(st.successes, 1);
+    cr_expect_eq(st.failures, 1);
+    cr_expect_eq(st.transitions, 1);
+    circuit_shared_detach(b);
+    munmap(m, len);
+}
+
+/* The region holds no pointer: its bytes copied elsewhere are the same
+ * breaker, and one memfd mapped twice in one process is one breaker at two
+ * addresses. */
+Test(sh, SH1_relocated_and_two_mappings)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 8, 2);
+    size_t len = circuit_shared_size(&sp.config);
+    int fd = memfd_create("sh1", 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, (off_t)len), 0);
+    void *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert(a != MAP_FAILED && c != MAP_FAILED && a != c);
+    cr_assert_eq(circuit_shared_init(a, len, &sp, NULL, 0), 0);
+    circuit_breaker *ha, *hc;
+    seen s2 = {0};
+    circuit_spec sp2 = spec_of(&s2, 8, 2);
+    cr_assert_eq(circuit_shared_attach(&ha, a, len, &sp, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_attach(&hc, c, len, &sp2, NULL, 0), 0);
+    for (int i = 0; i < 5; i++)
+        cr_expect(call(ha, NULL, CIRCUIT_SUCCESS));
+    circuit_stats sa, sc;
+    circuit_get_stats(ha, &sa);
+    circuit_get_stats(hc, &sc);
+    cr_expect_eq(sc.admitted, 5);
+    cr_expect_eq(sc.successes, 5);
+    cr_expect(call(hc, NULL, CIRCUIT_FAILURE)); /* trips, through the other mapping */
+    cr_expect_eq(circuit_get_state(ha), CIRCUIT_OPEN);
+    /* copied bytes: the same breaker (a quiescent copy) */
+    void *copy = NULL;
+    cr_assert_eq(posix_memalign(&copy, CIRCUIT_SHARED_ALIGN, len), 0);
+    memcpy(copy, a, len);
+    circuit_breaker *hx;
+    cr_assert_eq(circuit_shared_attach(&hx, copy, len, &sp, NULL, 0), 0);
+    circuit_stats sx;
+    circuit_get_stats(hx, &sx);
+    cr_expect_eq(sx.state, CIRCUIT_OPEN);
+    cr_expect_eq(sx.admitted, 6);
+    cr_expect_eq(sx.failures, 1);
+    cr_expect_eq(sx.transitions, 1);
+    circuit_shared_detach(hx);
+    free(copy);
+    circuit_shared_detach(ha);
+    circuit_shared_detach(hc);
+    munmap(a, len);
+    munmap(c, len);
+    close(fd);
+}
+
+/* ---- SH2: a process killed at a chosen point -------------------------------- */
+
+static circuit_test_point kill_at;
+static void kill_hook(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == kill_at)
+        raise(SIGKILL);
+}
+
+/* Runs body(b, shared counter) in a child attached to m; the child kills
+ * itself at `at` (0: does not). Returns after reaping it. */
+static void child(void *m, size_t len, circuit_spec *sp, circuit_test_point at,
+                  void (*body)(circuit_breaker *b, volatile int64_t *n), volatile int64_t *n)
+{
+    pid_t p = fork();
+    cr_assert(p >= 0);
+    if (p == 0) {
+        circuit_breaker *b;
+        if (circuit_shared_attach(&b, m, len, sp, NULL, 0) != 0)
+            _exit(3);
+        kill_at = at;
+        circuit_test_set_hook(kill_hook, NULL);
+        body(b, n);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(p, &st, 0), p);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the child was to die (point %d), status %#x",
+              at, st);
+}
+
+static void ignored_until_killed(circuit_breaker *b, volatile int64_t *n)
+{
+    for (int i = 0; i < 100000; i++) {
+        circuit_ticket t = CIRCUIT_TICKET_INIT;
+        circuit_rejection rej;
+        (*n)++; /* before the call: the kill comes inside its done */
+        if (circuit_allow(b, NULL, &t, &rej))
+            circuit_done(&t, CIRCUIT_IGNORED);
+    }
+}
+
+/* A flusher of the packed totals killed between its CREDIT and its
+ * SUBTRACT: the units are in both places, once counted; the flush role is
+ * taken over by the next thread that needs it, which finishes the steps. */
+static void flush_killed_at(circuit_test_point at)
+{
+    circuit_test_set_cpus(1); /* every process counts on unit 0 */
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    volatile int64_t *n = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    *n = 0;
+    child(m, len, &sp, at, ignored_until_killed, n);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    circuit__shared *sh = b->s;
+    cr_assert(sh->tot_ctl & 1u, "the dead flusher's role is still held");
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    /* the child's n-th call was inside its done: its ignored was added */
+    cr_expect_eq(st.ignored, (uint64_t)*n, "ignored %llu, the child counted %lld",
+                 (unsigned long long)st.ignored, (long long)*n);
+    cr_expect_eq(st.admitted, (uint64_t)*n);
+    /* 400 more on the same unit: the field reaches its top, the overflow
+     * path finds the owner gone and takes the flush over */
+    for (int i = 0; i < 400; i++)
+        cr_assert(call(b, NULL, CIRCUIT_IGNORED));
+    cr_expect_eq(sh->tot_ctl & 1u, 0, "the flush was not taken over");
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.ignored, (uint64_t)*n + 400);
+    cr_expect_eq(st.admitted, (uint64_t)*n + 400);
+    /* and flushes run again: 1000 more, exact */
+    for (int i = 0; i < 1000; i++)
+        cr_assert(call(b, NULL, CIRCUIT_IGNORED));
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.ignored, (uint64_t)*n + 1400);
+    cr_expect_eq(st.admitted, (uint64_t)*n + 1400);
+    circuit_shared_detach(b);
+    circuit_test_set_cpus(0);
+}
+
+Test(sh, SH2_flusher_killed_after_credit) { flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED); }
+Test(sh, SH2_flusher_killed_after_start) { flush_killed_at(CIRCUIT_TP_TOTALS_STARTED); }
+Test(sh, SH2_flusher_killed_after_subtract) { flush_killed_at(CIRCUIT_TP_TOTALS_SUBTRACTED); }
+
+static void probe_and_die(circuit_breaker *b, volatile int64_t *n)
+{
+    (void)n;
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    if (circuit_allow(b, NULL, &t, &rej))
+        raise(SIGKILL); /* holding the probe slot */
+    _exit(4);
+}
+
+static void three_tickets_and_die(circuit_breaker *b, volatile int64_t *n)
+{
+    (void)n;
+    circuit_ticket t[3];
+    circuit_rejection rej;
+    for (int i = 0; i < 3; i++)
+        if (!circuit_allow(b, NULL, &t[i], &rej))
+            _exit(5);
+    raise(SIGKILL);
+}
+
+/* A dead process's probe slot times out (P1); its tickets are never
+ * counted: admitted exceeds settled by what it held. */
+Test(sh, SH2_dead_probe_times_out_and_tickets_stay_live)
+{
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    child(m, len, &sp, 0, three_tickets_and_die, NULL);
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.admitted - (st.successes + st.failures + st.ignored + st.late + st.released), 3);
+    cr_expect(call(b, NULL, CIRCUIT_FAILURE)); /* open */
+    circuit_test_clock_advance(SH_OPEN);
+    child(m, len, &sp, 0, probe_and_die, NULL);
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    cr_expect_not(circuit_allow(b, NULL, &t, &rej), "the dead process holds the one probe");
+    cr_expect_eq(rej.state, CIRCUIT_HALF_OPEN);
+    circuit_test_clock_advance(SH_PROBE);
+    /* its timeout reopens (probe1: a timeout reopens) */
+    cr_expect_not(circuit_allow(b, NULL, &t, &rej));
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.timed_out, 1);
+    cr_expect_eq(st.state, CIRCUIT_OPEN);
+    circuit_test_clock_advance(SH_OPEN);
+    cr_expect(call(b, NULL, CIRCUIT_SUCCESS)); /* a probe of ours closes */
+    cr_expect_eq(circuit_get_state(b), CIRCUIT_CLOSED);
+    circuit_shared_detach(b);
+}
+
+/* After attach, a worker's path allocates nothing and takes no lock of the
+ * allocator (transitions included, within the pool). */
+Test(sh, SH2_no_allocation_after_attach)
+{
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    int64_t before = A_LOAD(&alloc_calls);
+    for (int i = 0; i < 2000; i++) {
+        call(b, NULL, i % 7 == 0 ? CIRCUIT_FAILURE : CIRCUIT_SUCCESS);
+        if (i % 50 == 0)
+            circuit_test_clock_advance(SH_OPEN);
+        circuit_stats st;
+        circuit_get_stats(b, &st);
+    }
+    circuit_isolate(b, NULL);
+    circuit_reset(b, NULL);
+    cr_expect_eq(A_LOAD(&alloc_calls) - before, 0, "%lld allocations on the worker path",
+                 (long long)(A_LOAD(&alloc_calls) - before));
+    cr_expect_gt(s.n, 10);
+    circuit_shared_detach(b);
+}
+
+/* ---- SH3: each transition to the observe of the process that made it ------ */
+
+Test(sh, SH3_each_handle_delivers_its_own)
+{
+    circuit_test_clock_set(T0);
+    seen sa = {0}, sb = {0};
+    circuit_spec pa = spec_of(&sa, 4, 1), pb = spec_of(&sb, 4, 1);
+    size_t len;
+    void *m = region(&pa.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &pa, NULL, 0), 0);
+    circuit_breaker *a, *b;
+    cr_assert_eq(circuit_shared_attach(&a, m, len, &pa, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &pb, NULL, 0), 0);
+    cr_expect(call(a, (void *)1, CIRCUIT_FAILURE));  /* g1 closed -> open, by a */
+    circuit_test_clock_advance(SH_OPEN);
+    cr_expect(call(b, (void *)2, CIRCUIT_SUCCESS));  /* g2 -> half-open, g3 -> closed, by b */
+    cr_expect(call(a, (void *)3, CIRCUIT_FAILURE));  /* g4 closed -> open, by a */
+    cr_expect_eq(circuit_isolate(b, (void *)4), 0);  /* g5, by b */
+    cr_assert_eq(sa.n, 2);
+    cr_assert_eq(sb.n, 3);
+    cr_expect_eq(sa.t[0].generation, 1);
+    cr_expect_eq(sa.t[1].generation, 4);
+    cr_expect_eq(sb.t[0].generation, 2);
+    cr_expect_eq(sb.t[1].generation, 3);
+    cr_expect_eq(sb.t[2].generation, 5);
+    cr_expect_eq(sa.ctx[0], (void *)1);
+    cr_expect_eq(sa.ctx[1], (void *)3);
+    cr_expect_eq(sb.ctx[2], (void *)4);
+    /* every generation once over both, chained */
+    cr_expect_eq(sa.t[1].from, sb.t[1].to);
+    circuit_stats st;
+    circuit_get_stats(a, &st);
+    cr_expect_eq(st.transitions, 5);
+    circuit_shared_detach(a);
+    circuit_shared_detach(b);
+}
+
+/* ---- SH4: every other call works on a handle ------------------------------- */
+
+Test(sh, SH4_circuit_api_on_a_handle)
+{
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 2, 1);
+    sp.salt = 42;
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    sp.salt = 7; /* attach ignores it: the breaker's is init's */
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    cr_expect_eq(circuit_get_salt(b), 42);
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(b, NULL, &t, &rej));
+    circuit_release(&t);
+    cr_expect(call(b, NULL, CIRCUIT_FAILURE));
+    cr_expect_not(circuit_allow(b, NULL, &t, &rej));
+    cr_expect_eq(rej.state, CIRCUIT_OPEN);
+    cr_expect_eq(rej.retry_after_ns, SH_OPEN);
+    cr_expect_eq(circuit_isolate(b, NULL), 0);
+    cr_expect_eq(circuit_isolate(b, NULL), EALREADY);
+    cr_expect_eq(circuit_reset(b, NULL), 0);
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    cr_expect_eq(st.admitted, 2);
+    cr_expect_eq(st.released, 1);
+    cr_expect_eq(st.rejected, 1);
+    cr_expect_eq(st.transitions, 3);
+    circuit_shared_detach(b);
+}
+
+static void free_handle(void)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 2, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    circuit_shared_init(m, len, &sp, NULL, 0);
+    circuit_breaker *b;
+    circuit_shared_attach(&b, m, len, &sp, NULL, 0);
+    circuit_free(b);
+}
+Test(sh, SH4_circuit_free_on_a_handle_aborts, .signal = SIGABRT) { free_handle(); }
+
+Test(sh, SH4_detach_of_circuit_new_breaker_aborts, .signal = SIGABRT)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 2, 1);
+    circuit_breaker *b;
+    circuit_new(&b, &sp, NULL, 0);
+    circuit_shared_detach(b);
+}
+
+/* ---- SH5: attach checks magic, layout version and the config --------------- */
+
+static int refusing_check(void *arg, const circuit_config *cfg, char *err, size_t n)
+{
+    (void)arg, (void)cfg;
+    snprintf(err, n, "no, thanks");
+    return EINVAL;
+}
+
+Test(sh, SH5_init_one_message_for_every_problem)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len = circuit_shared_size(&sp.config);
+    char *m = NULL;
+    cr_assert_eq(posix_memalign((void **)&m, 64, len + 64), 0);
+    char err[512];
+    cr_expect_eq(circuit_shared_init(m + 8, len - 8, &sp, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "len = ") && strstr(err, "must be at least"), "%s", err);
+    cr_expect(strstr(err, "must be aligned to 64 bytes"), "%s", err);
+    sp.config.window = 0;
+    sp.policy.check = refusing_check;
+    cr_expect_eq(circuit_shared_init(m + 8, len, &sp, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "window = 0") && strstr(err, "policy: no, thanks") &&
+                  strstr(err, "aligned"),
+              "%s", err);
+    free(m);
+}
+
+Test(sh, SH5_attach_refuses_a_mismatch)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b = (circuit_breaker *)1;
+    char err[512];
+    circuit_spec other = sp;
+    other.config.window = 5;
+    other.config.probe_timeout_ns = 7;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &other, err, sizeof err), EINVAL);
+    cr_expect_null(b);
+    cr_expect(strstr(err, "config.window = 5 (the shared breaker's is 4)") &&
+                  strstr(err, "config.probe_timeout_ns = 7"),
+              "%s", err);
+    cr_expect_eq(circuit_shared_attach(&b, m, len - 64, &sp, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "len = "), "%s", err);
+    /* the layout version */
+    uint32_t *layout = (uint32_t *)((char *)m + 8);
+    *layout += 1;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "layout version"), "%s", err);
+    *layout -= 1;
+    /* the magic */
+    uint64_t saved = *(uint64_t *)m;
+    *(uint64_t *)m = 0x1234;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "holds no breaker"), "%s", err);
+    *(uint64_t *)m = saved;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), 0);
+    cr_expect_eq(err[0], '\0');
+    circuit_shared_detach(b);
+}
