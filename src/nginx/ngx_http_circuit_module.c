@@ -396,6 +396,7 @@ ngx_http_circuit_breaker(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     bool                           have_max = false;
     ngx_str_t                     *max_arg = NULL;
     int                            bad = 0, rc;
+    ngx_uint_t                     j;
     u_char                         keybuf[1024], *kp;
 
     if (ucf->enabled) {
@@ -435,6 +436,21 @@ ngx_http_circuit_breaker(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
         klen = (size_t) (eq - arg);
         v = eq + 1;
+
+        /* a parameter given twice is refused, naming it (as AT9 for the
+         * Traffic Server plugin): the last one would silently win */
+        for (j = 1; j < i; j++) {
+            if (value[j].len > klen && value[j].data[klen] == '='
+                && ngx_strncmp(value[j].data, arg, klen) == 0)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "circuit_breaker: parameter \"%*s\" is "
+                                   "given twice (\"%V\" and \"%s\")",
+                                   klen, arg, &value[j], arg);
+                bad++;
+                break;
+            }
+        }
 
 #define KEY(k) (klen == sizeof(k) - 1 && strncmp(arg, k, klen) == 0)
 #define BAD(...)                                                              \
@@ -1324,7 +1340,15 @@ ngx_http_circuit_free_peer(ngx_peer_connection_t *pc, void *data,
         if (u != NULL && u->state != NULL) {
             status = u->state->status;
         }
-        if (status > 0) {
+        if (c != NULL && (c->read->timedout || c->write->timedout)) {
+            /* a timeout, even after the status line (a body that hangs or
+             * trickles): the origin did not answer in time, a failure */
+            circuit_done(&cp->ticket, -ETIMEDOUT);
+        } else if ((c != NULL && c->read->error)
+                   || (u != NULL && u->pipe != NULL && u->pipe->upstream_error))
+        {
+            circuit_done(&cp->ticket, -ECONNRESET); /* the answer broke off */
+        } else if (status > 0) {
             circuit_done(&cp->ticket, (int) status);
         } else if (state & NGX_PEER_FAILED) {
             if (c != NULL && (c->read->timedout || c->write->timedout)) {
@@ -1557,7 +1581,35 @@ ngx_http_circuit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static ngx_int_t
 ngx_http_circuit_postconfiguration(ngx_conf_t *cf)
 {
-    (void) cf;
+    ngx_http_upstream_main_conf_t   *umcf;
+    ngx_http_upstream_srv_conf_t   **uscfp;
+    ngx_http_circuit_srv_conf_t     *ucf;
+    ngx_uint_t                       i;
+
+    /* A balancing directive after circuit_breaker (least_conn, hash, ...)
+     * replaces its peer initialisation, which would leave the upstream
+     * without breakers: refuse that configuration, naming the upstream. */
+    umcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_upstream_module);
+    if (umcf != NULL) {
+        uscfp = umcf->upstreams.elts;
+        for (i = 0; i < umcf->upstreams.nelts; i++) {
+            if (uscfp[i]->srv_conf == NULL) {
+                continue;
+            }
+            ucf = uscfp[i]->srv_conf[ngx_http_circuit_module.ctx_index];
+            if (ucf != NULL && ucf->enabled
+                && uscfp[i]->peer.init_upstream != ngx_http_circuit_init_upstream)
+            {
+                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                              "circuit_breaker in upstream \"%V\" in %s:%ui "
+                              "must come after the balancing directive "
+                              "(least_conn, hash, ip_hash, random), which "
+                              "replaced it", &uscfp[i]->host,
+                              uscfp[i]->file_name, uscfp[i]->line);
+                return NGX_ERROR;
+            }
+        }
+    }
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_circuit_header_filter;
     ngx_http_next_body_filter = ngx_http_top_body_filter;

@@ -236,9 +236,12 @@ http {{
 
 class HungOrigin:
     """Listens on ports, accepts every connection and never answers (it
-    holds the sockets until stop); counts the connections accepted."""
+    holds the sockets until stop); counts the connections accepted. With
+    `first`, it sends those bytes (e.g. a status line and headers) and then
+    hangs."""
 
-    def __init__(self, ports):
+    def __init__(self, ports, first=b""):
+        self.first = first
         self.ports = list(ports)
         self.accepted = {p: 0 for p in self.ports}
         self.socks, self.held = [], []
@@ -270,6 +273,11 @@ class HungOrigin:
             with self.lock:
                 self.accepted[port] += 1
                 self.held.append(c)
+            if self.first:
+                try:
+                    c.sendall(self.first)
+                except OSError:
+                    pass
 
     def stop(self):
         self.stopping = True

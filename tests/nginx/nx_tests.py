@@ -90,6 +90,8 @@ def NX2_bad_directives_fail_nginx_t(work, module):
         ("failure-status=600", "failure-status=600"),
         ("colour=blue", "unknown parameter \"colour=blue\""),
         ("window", "invalid parameter \"window\""),
+        ("window=10 window=20", "\"window\" is given twice"),
+        ("failure-status=500 failure-status=502", "\"failure-status\" is given twice"),
     ]
     for params, needle in bad:
         body = upstream_block("b", [free_port()], "circuit_breaker %s;" % params)
@@ -110,6 +112,47 @@ def NX2_bad_directives_fail_nginx_t(work, module):
                             location("/", "b"))
     check(rc != 0 and "circuit_breaker_zone" in out and "1k" in out,
           "circuit_breaker_zone 1k refused")
+    # a balancing directive after circuit_breaker would replace it: refused
+    rc, out = p.test_config(upstream_block("lc", [free_port()], "circuit_breaker;\n"
+                                           "        least_conn;"), location("/", "lc"))
+    check(rc != 0 and "must come after the balancing directive" in out and "\"lc\"" in out,
+          "least_conn after circuit_breaker refused, naming the upstream: %s"
+          % next((l for l in out.splitlines() if "[emerg]" in l), "").strip())
+    rc, out = p.test_config(upstream_block("lc", [free_port()], "least_conn;\n"
+                                           "        circuit_breaker;"), location("/", "lc"))
+    check(rc == 0, "least_conn before circuit_breaker passes nginx -t")
+
+
+# --------------------------------------------------------------------------
+# NX4: a timeout after the status line (a body that hangs) is a failure
+# --------------------------------------------------------------------------
+
+def NX4_timeout_after_the_status_is_a_failure(work, module):
+    port = free_port()
+    origin = HungOrigin([port], first=b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nab")
+    body = upstream_block("tb", [port], "circuit_breaker policy=consecutive:2 open-for=60s;")
+    server = ("        location /tb/ { proxy_pass http://tb/; proxy_read_timeout 1s; }\n")
+    proxy = Proxy(work / "proxy", module, body, server_body=server)
+    name = "tb/127.0.0.1:%d" % port
+    try:
+        origin.start()
+        proxy.start()
+        for _ in range(2):
+            try:
+                proxy.get("/tb/x", timeout_s=10)
+            except Exception:  # noqa: BLE001 - a response cut short (IncompleteRead)
+                pass   # nginx may cut the response short: the body never came
+        st = stats(proxy.metrics(), name)
+        check(st["failures"] == 2 and st["successes"] == 0,
+              "two 200s whose body timed out count as two failures, no success (%s)" % st)
+        check(st["state"] == "open", "and they trip consecutive:2 (state %s)" % st["state"])
+        status, headers, _, _ = proxy.get("/tb/x")
+        check(status == 503, "then the next request gets 503 at once (%d)" % status)
+        check(origin.accepted[port] == 2, "and the origin saw 2 connections (%d)"
+              % origin.accepted[port])
+    finally:
+        proxy.stop()
+        origin.stop()
 
 
 # --------------------------------------------------------------------------
@@ -447,6 +490,7 @@ def NX5_reload_keeps_unchanged_breakers(work, module):
 
 TESTS = {f.__name__: f for f in (
     NX2_bad_directives_fail_nginx_t,
+    NX4_timeout_after_the_status_is_a_failure,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
     NX1_NX6_one_breaker_across_workers,
     NX5_sigkill_worker_during_traffic_exact_counts,
