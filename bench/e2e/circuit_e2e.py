@@ -771,9 +771,10 @@ def main(argv):
             raise Failure("Traffic Server did not start: " + "; ".join(
                 f"{k}: {v}" for k, v in errs.items()))
         for arm in tss:
-            st = get_reply(h, tss[arm].port, "/")[0]
+            st, _, body = get_reply(h, tss[arm].port, "/")
             if st != 200:
-                raise Failure(f"Traffic Server ({arm}) answers {st} through the scenario rule")
+                raise Failure(f"Traffic Server ({arm}) answers {st} through the scenario rule"
+                              f" ({body[:200]!r})")
         started = time.time()
         rounds = overhead(tss, ups, a, out)
         runs = {}

@@ -304,7 +304,11 @@ class TrafficServer:
             cmd = ["traffic_manager", f"--run-root={self.runroot}", "--nosyslog"]
         else:
             cmd = ["traffic_server", f"--run-root={self.runroot}"]
-        if shutil.which("setpriv"):   # execs the command: the pid stays the server's
+        # setpriv execs the command (the pid stays the server's). The
+        # parent-death signal fires when the THREAD that started the child
+        # ends, so only from the main thread (circuit_e2e.py starts its two
+        # servers from threads that end at once)
+        if shutil.which("setpriv") and threading.current_thread() is threading.main_thread():
             cmd = ["setpriv", "--pdeathsig", "TERM"] + cmd
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.folder,
