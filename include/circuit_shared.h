@@ -13,7 +13,7 @@
  * the audit of what a killed process leaves behind are in
  * docs/design/shared-memory.md.
  *
- * The shared memory holds no pointer: the breaker's parts are found by
+ * The shared memory holds no pointer: the breaker's parts are located by
  * offsets from the start of the memory, so each process may map it at a
  * different address (SH1). The per-CPU part lives inside it.
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SPEC L7: one atomics vocabulary, with the memory order in every name.
+"""docs/CONTRACT.md L7: one atomics vocabulary, with the memory order in every name.
 
 Checks the core's sources (src/*.c, src/*.h):
   - no atomic primitive is used outside src/atomics.h: no __atomic_* or

@@ -13,7 +13,7 @@ defines agree (ctest: rule_ids), and write the rule -> test index
      section's heading for every rule of the section) may have no test yet.
 
 An id is a family (CFG, TM, OP, AT, SH, NX, S, C, T, P, O, L, B, K, M, V) and
-a number, standing alone: "SPEC C1", "(T7)", "C1_window_covers...", "O1-O6"
+a number, standing alone: "CONTRACT C1", "(T7)", "C1_window_covers...", "O1-O6"
 (a range cites every id in it). Not ids: a compiler flag (-O3), a hex digit
 run, and the few words listed in NOT_IDS.
 
@@ -305,7 +305,7 @@ def self_test():
     contract = "# rules\n## counts\n### C1\none.\n### C2\ntwo.\n### L3\nthree.\n"
     good = {
         CONTRACT: contract,
-        "include/circuit.h": "/* C1, SPEC C2; built with -O3 for C11; see (C1-C2) */\n",
+        "include/circuit.h": "/* C1, CONTRACT C2; built with -O3 for C11; see (C1-C2) */\n",
         "tests/test_counts.c": "Test(counts, C1_window) {}\nTest(counts, C2_runs) {}\n",
         "tests/test_l3_race.c": "int main(void) { return 0; } /* T0 */\n",
     }

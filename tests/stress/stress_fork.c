@@ -1,6 +1,6 @@
 /*
  * stress_fork: one breaker in shared memory, N worker processes, some
- * killed by SIGKILL at random points (SH1-SH5, issue 31).
+ * killed by SIGKILL at random points (SH1-SH5).
  *
  *   stress_fork [procs] [milliseconds] [seed] [kills]
  *

@@ -244,7 +244,7 @@ def AT1_bad_parameters_refused_with_one_message(work):
               "open-for-max=1s (must be >= open-for=5s)" in ours[0],
               "one message names MIN_RESULTS against the window and open-for-max against open-for,"
               " the durations as a human reads them: %r" % ours)
-        # more bad rules, each alone (review of issue 30): what the message must say
+        # more bad rules, each alone: what the message must say
         cases = [
             ("metrics", ["metrics", "name=x"], ["name=x (the metrics rule takes no other parameter)"]),
             ("m1", ["name=m1", "policy=consecutive:3", "metrics=1"],
