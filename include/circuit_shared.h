@@ -15,7 +15,9 @@
  *
  * The shared memory holds no pointer: the breaker's parts are located by
  * offsets from the start of the memory, so each process may map it at a
- * different address (SH1). The per-CPU part lives inside it.
+ * different address (SH1). The per-CPU part lives inside it, or in an
+ * arena in the same mapping (circuit_shared_init_in_arena: 16 bytes per CPU,
+ * L5).
  *
  * Processes and death (SH2). After circuit_shared_init, no function a
  * worker calls on a handle takes a lock that another process could hold,
@@ -74,7 +76,7 @@ extern "C" {
  *  circuit_shared_attach requires (SH5). It changes whenever the layout
  *  of the shared memory does; processes built against different versions
  *  cannot share a breaker. */
-#define CIRCUIT_SHARED_LAYOUT 1
+#define CIRCUIT_SHARED_LAYOUT 2
 
 /*
  * circuit_shared_size - bytes of shared memory one breaker needs.
@@ -85,9 +87,88 @@ extern "C" {
  * line: 64 bytes on x86-64, 128 on aarch64), or 0 when @cfg is NULL or
  * invalid (CFG1: the message is circuit_shared_init's). Depends only on
  * @cfg and the machine: every process on one host computes the same value.
+ * A line per CPU is 4 (8 on aarch64) times L5's 16 bytes: a server with
+ * many breakers puts their per-CPU parts in one arena instead (below).
  * Thread-safe; no callback, no allocation.
  */
 CIRCUIT_API size_t circuit_shared_size(const circuit_config *cfg);
+
+/*
+ * Arenas: the per-CPU parts of many shared breakers, 16 bytes per CPU each
+ * (L5). An arena holds one region per CPU configured; a region holds
+ * @capacity units of 16 bytes (rounded up to a cache line), and a breaker
+ * takes the same unit in every region, so the units of up to 4 (8 on
+ * aarch64) breakers share each CPU's lines and two CPUs never write one
+ * line (the layout of the Linux kernel's alloc_percpu, as circuit_new's
+ * process-wide arena). A breaker built by circuit_shared_init_in_arena
+ * takes one unit for good (a unit is never given back: to reuse the
+ * memory, rebuild the arena and every breaker in it, no process attached)
+ * and records where the arena is relative to itself: the arena and the
+ * breaker's memory must lie in ONE mapping (one mmap, one nginx zone), so
+ * that the distance between them is the same in every process.
+ * For (window 64, probes 1) on 64 CPUs a breaker then takes
+ * circuit_shared_size_in_arena = 960 bytes plus 1 024 in the arena:
+ * under 2 KB.
+ */
+
+/** The most units one arena holds: its region per CPU stays under 64 KB. */
+#define CIRCUIT_SHARED_ARENA_MAX 4000
+
+/*
+ * circuit_shared_arena_size - bytes of an arena for @capacity breakers.
+ * @capacity: 1..CIRCUIT_SHARED_ARENA_MAX units.
+ *
+ * Returns a cache line of header plus one region per CPU configured, each
+ * @capacity x 16 bytes rounded up to a cache line; 0 when @capacity is out
+ * of range. Thread-safe; no allocation.
+ */
+CIRCUIT_API size_t circuit_shared_arena_size(unsigned capacity);
+
+/*
+ * circuit_shared_arena_init - lay out an empty arena in caller memory.
+ * @arena:      at least circuit_shared_arena_size(@capacity) bytes, aligned
+ *              to CIRCUIT_SHARED_ALIGN; owned by the caller (never freed).
+ * @len:        the size of @arena in bytes.
+ * @capacity:   units: the breakers it can hold, 1..CIRCUIT_SHARED_ARENA_MAX.
+ * @errbuf:     on EINVAL, one message naming every problem; may be NULL.
+ * @errbuf_len: size of @errbuf in bytes.
+ *
+ * Returns 0 or EINVAL (a @capacity out of range, @len too small, a
+ * misaligned @arena). Aborts: @arena is NULL.
+ * Not thread-safe with respect to @arena: publish it as circuit_shared_init
+ * says, before any breaker is built in it.
+ */
+CIRCUIT_API int circuit_shared_arena_init(void *arena, size_t len, unsigned capacity,
+                                          char *errbuf, size_t errbuf_len);
+
+/*
+ * circuit_shared_size_in_arena - bytes of a breaker whose per-CPU part is
+ * in an arena: circuit_shared_size without the line per CPU. 0 when @cfg is
+ * NULL or invalid. Thread-safe; no allocation.
+ */
+CIRCUIT_API size_t circuit_shared_size_in_arena(const circuit_config *cfg);
+
+/*
+ * circuit_shared_init_in_arena - circuit_shared_init, with the per-CPU part
+ * a unit of @arena.
+ * @mem, @len:  at least circuit_shared_size_in_arena(&spec->config) bytes,
+ *              in the same mapping as @arena.
+ * @arena:      built by circuit_shared_arena_init (in any process).
+ * @spec, @errbuf, @errbuf_len: as circuit_shared_init.
+ *
+ * Takes one unit of @arena for good, even if @mem is built again later.
+ * Returns 0; EINVAL as circuit_shared_init, and when @arena is misaligned
+ * or holds no arena of this layout (one message naming every problem;
+ * no unit is taken); ENOSPC when every unit is taken. On an error @mem is
+ * left with no valid magic.
+ * Aborts: as circuit_shared_init, and when @arena is NULL.
+ * Thread-safe with respect to @arena (breakers may be built in one arena
+ * at once by several threads or processes: a CAS hands out the units); not
+ * with respect to @mem (as circuit_shared_init).
+ */
+CIRCUIT_API int circuit_shared_init_in_arena(void *mem, size_t len, void *arena,
+                                             const circuit_spec *spec, char *errbuf,
+                                             size_t errbuf_len);
 
 /*
  * circuit_shared_init - build a closed breaker in caller memory.
@@ -154,8 +235,12 @@ CIRCUIT_API int circuit_shared_init(void *mem, size_t len, const circuit_spec *s
  *
  * Returns 0; EINVAL (a bad @len or alignment, @len smaller than the size
  * init recorded, or a config different from init's: the message names the
- * fields); EPROTO (@mem does not hold a breaker: wrong magic, or a breaker
- * of another CIRCUIT_SHARED_LAYOUT); or ENOMEM (nothing leaked).
+ * fields); EPROTO (@mem does not hold a breaker: wrong magic, a breaker
+ * of another CIRCUIT_SHARED_LAYOUT, a header whose sizes, offsets or
+ * arena unit are not the ones its config gives, or an arena that is not
+ * where the breaker says); or ENOMEM (nothing leaked). A breaker built in
+ * an arena needs the arena mapped as well, at the same distance (one
+ * mapping holding both).
  * Aborts: @out, @mem or @spec is NULL; policy.trip, policy.probe or
  * classify is NULL (CFG4).
  * Thread-safe: attaching never writes the shared memory.

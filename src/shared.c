@@ -13,7 +13,17 @@
  *                      bitmap)
  *   off_pcpu           the per-CPU part: one unit per CPU, each on a cache
  *                      line of its own (pcpu_stride = the line), so that no
- *                      two CPUs write one line (L6)
+ *                      two CPUs write one line (L6); absent when the units
+ *                      are in an arena (below)
+ * THE ARENA (circuit_shared_arena_init): the per-CPU units of many shared
+ * breakers, laid out as circuit_new's arena chunks are (percpu.c): after
+ * its header, one region per CPU, `capacity` units of 16 bytes each,
+ * rounded up to a line; a breaker's unit for CPU i is i regions after its
+ * unit for CPU 0, so one CPU's units of several breakers share that CPU's
+ * lines and two CPUs never share one (L5's 16 bytes per CPU, L6). A
+ * breaker built in an arena records the arena's distance from itself (both
+ * lie in one mapping, so the distance is the same in every process) and
+ * its unit index. Units are taken by a CAS on `taken` and never given back.
  * A handle (attach) is a process-local circuit_breaker: the constants
  * copied from the header, this process's callbacks, pointers into its own
  * mapping computed from the offsets, its delivery (SH3). Every function of
@@ -35,6 +45,9 @@
 #include "percpu.h"
 
 #define REGION_MAGIC UINT64_C(0x6369726373686d31) /* "circshm1" */
+#define ARENA_MAGIC UINT64_C(0x6369726370637531)  /* "circpcu1" */
+#define UNIT ((uint32_t)sizeof(circuit__pcpu))
+#define NO_ARENA INT64_MIN /* arena_off of a breaker whose units are its own */
 
 typedef struct circuit__region {
     uint64_t magic;        /* written last by init; 0 while it builds */
@@ -44,10 +57,30 @@ typedef struct circuit__region {
     circuit_config cfg;    /* as init was given it (SH5) */
     uint64_t salt;
     uint64_t seq_mod, window_magic;
-    uint64_t off_shared, off_arrays, off_pcpu;
-    uint32_t pcpu_stride;  /* bytes between two CPUs' units: the cache line */
+    uint64_t off_shared, off_arrays, off_pcpu; /* off_pcpu 0: the units are in an arena */
+    uint32_t pcpu_stride;  /* bytes between two CPUs' units: the cache line, or the arena's
+                            * region */
     uint32_t cacheline;    /* CIRCUIT_CACHELINE of the build that laid it out */
+    int64_t arena_off;     /* the arena's address minus this region's; NO_ARENA: none */
+    uint64_t unit;         /* the unit index in the arena */
 } circuit__region;
+
+typedef struct circuit__arena {
+    uint64_t magic;        /* written last by circuit_shared_arena_init */
+    uint32_t layout;       /* CIRCUIT_SHARED_LAYOUT */
+    uint32_t ncpu;         /* regions */
+    uint32_t capacity;     /* units per region */
+    uint32_t stride;       /* bytes of one region: capacity x 16, rounded up to a line */
+    uint32_t cacheline;    /* CIRCUIT_CACHELINE of the build that laid it out */
+    uint32_t pad;
+    uint64_t size;         /* circuit_shared_arena_size(capacity) */
+    uint64_t taken;        /* units handed out (atomic: CAS, never goes down) */
+} circuit__arena;
+
+#define ARENA_HEAD ((size_t)CIRCUIT_CACHELINE)
+_Static_assert(sizeof(circuit__arena) <= ARENA_HEAD, "the arena's header fits its line");
+_Static_assert(CIRCUIT_SHARED_ARENA_MAX * 16 <= UINT16_MAX - CIRCUIT_CACHELINE,
+               "an arena region's stride fits the handle's 16 bits");
 
 static size_t up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -55,16 +88,19 @@ typedef struct layout {
     size_t off_shared, off_arrays, off_pcpu, size;
 } layout;
 
+/* ncpu 0: the units are in an arena (off_pcpu 0) */
 static layout layout_of(const circuit_config *cfg, uint32_t ncpu)
 {
     layout l;
     l.off_shared = up(sizeof(circuit__region), 64);
     l.off_arrays = l.off_shared + sizeof(circuit__shared);
-    l.off_pcpu = up(l.off_arrays + circuit__arrays_bytes((uint32_t)cfg->window, (uint32_t)cfg->probes),
-                    CIRCUIT_CACHELINE);
-    l.size = l.off_pcpu + (size_t)ncpu * CIRCUIT_CACHELINE;
+    size_t end = l.off_arrays + circuit__arrays_bytes((uint32_t)cfg->window, (uint32_t)cfg->probes);
+    l.off_pcpu = ncpu ? up(end, CIRCUIT_CACHELINE) : 0;
+    l.size = ncpu ? l.off_pcpu + (size_t)ncpu * CIRCUIT_CACHELINE : up(end, 64);
     return l;
 }
+
+static size_t arena_stride(uint32_t capacity) { return up((size_t)capacity * UNIT, CIRCUIT_CACHELINE); }
 
 static bool config_valid(const circuit_config *cfg)
 {
@@ -77,6 +113,20 @@ size_t circuit_shared_size(const circuit_config *cfg)
     if (!cfg || !config_valid(cfg))
         return 0;
     return layout_of(cfg, circuit__cpus_configured()).size;
+}
+
+size_t circuit_shared_size_in_arena(const circuit_config *cfg)
+{
+    if (!cfg || !config_valid(cfg))
+        return 0;
+    return layout_of(cfg, 0).size;
+}
+
+size_t circuit_shared_arena_size(unsigned capacity)
+{
+    if (capacity < 1 || capacity > CIRCUIT_SHARED_ARENA_MAX)
+        return 0;
+    return ARENA_HEAD + (size_t)circuit__cpus_configured() * arena_stride(capacity);
 }
 
 /* ---- processes --------------------------------------------------------------- */
@@ -104,37 +154,114 @@ bool circuit__proc_alive(uint32_t id)
 
 /* ---- init ------------------------------------------------------------------ */
 
-int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *errbuf,
-                        size_t errbuf_len)
+/* What is wrong with an arena, for a breaker of this process: NULL if
+ * nothing. Plain loads: its init's stores were published by the caller. */
+static const char *arena_problem(const circuit__arena *a, uint32_t ncpu)
 {
-    circuit__check_spec(NULL, spec, "circuit_shared_init");
+    if (a->magic != ARENA_MAGIC)
+        return "holds no arena (not circuit_shared_arena_init's)";
+    if (a->layout != CIRCUIT_SHARED_LAYOUT || a->cacheline != CIRCUIT_CACHELINE)
+        return "was laid out by another layout version or line size";
+    if (a->ncpu != ncpu || a->capacity < 1 || a->capacity > CIRCUIT_SHARED_ARENA_MAX ||
+        a->stride != arena_stride(a->capacity))
+        return "has a damaged header (its CPU count, capacity or stride)";
+    return NULL;
+}
+
+int circuit_shared_arena_init(void *arena, size_t len, unsigned capacity, char *errbuf,
+                              size_t errbuf_len)
+{
+    if (!arena)
+        circuit__abort("circuit_shared_arena_init: arena is NULL");
+    size_t need = circuit_shared_arena_size(capacity);
+    bool misaligned = ((uintptr_t)arena % CIRCUIT_SHARED_ALIGN) != 0;
+    if (need == 0 || len < need || misaligned) {
+        circuit__msg m;
+        circuit__msg_start(&m, errbuf, errbuf_len, "circuit_shared_arena_init");
+        if (need == 0)
+            circuit__msg_add(&m, "capacity = %u (must be 1..%d)", capacity, CIRCUIT_SHARED_ARENA_MAX);
+        else if (len < need)
+            circuit__msg_add(&m, "len = %zu (must be at least %zu, circuit_shared_arena_size)", len,
+                             need);
+        if (misaligned)
+            circuit__msg_add(&m, "arena = %p (must be aligned to %d bytes)", arena,
+                             CIRCUIT_SHARED_ALIGN);
+        if (len >= sizeof(uint64_t) && !misaligned)
+            ((circuit__arena *)arena)->magic = 0; /* no arena here now */
+        return circuit__msg_end(&m);
+    }
+    /* Before any process uses it (the caller publishes it): plain stores */
+    memset(arena, 0, need);
+    circuit__arena *a = arena;
+    a->layout = CIRCUIT_SHARED_LAYOUT;
+    a->ncpu = circuit__cpus_configured();
+    a->capacity = capacity;
+    a->stride = (uint32_t)arena_stride(capacity);
+    a->cacheline = CIRCUIT_CACHELINE;
+    a->size = need;
+    a->magic = ARENA_MAGIC;
+    return 0;
+}
+
+/* circuit_shared_init and circuit_shared_init_in_arena (arena NULL: the
+ * units are the region's own) */
+static int shared_init(void *mem, size_t len, void *arena, const circuit_spec *spec, char *errbuf,
+                       size_t errbuf_len, const char *fn)
+{
+    circuit__check_spec(NULL, spec, fn);
     if (!mem)
-        circuit__abort("circuit_shared_init: mem is NULL");
+        circuit__abort("%s: mem is NULL", fn);
     /* CFG2's one message: the config's clauses and the policy's (K1), then
-     * the memory's */
+     * the memory's, then the arena's */
     char said[1024];
     int rc = circuit__validate(&spec->config, &spec->policy, said, sizeof said);
     uint32_t ncpu = circuit__cpus_configured();
-    layout l = layout_of(&spec->config, ncpu);
+    layout l = layout_of(&spec->config, arena ? 0 : ncpu);
     bool small = rc == 0 && len < l.size;
     bool misaligned = ((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0;
+    bool arena_misaligned = arena && ((uintptr_t)arena % CIRCUIT_SHARED_ALIGN) != 0;
+    const char *arena_bad = arena && !arena_misaligned ? arena_problem(arena, ncpu) : NULL;
     circuit__region *r = mem;
-    if (rc != 0 || small || misaligned) {
+    if (rc != 0 || small || misaligned || arena_misaligned || arena_bad) {
         circuit__msg m;
-        circuit__msg_start(&m, errbuf, errbuf_len, rc ? "circuit_config" : "circuit_shared_init");
+        circuit__msg_start(&m, errbuf, errbuf_len, rc ? "circuit_config" : fn);
         if (rc) {
             const char *p = strchr(said, ':');
             circuit__msg_add(&m, "%s", p ? p + 2 : said);
         }
         if (small)
-            circuit__msg_add(&m, "len = %zu (must be at least %zu, circuit_shared_size)", len,
-                             l.size);
+            circuit__msg_add(&m, "len = %zu (must be at least %zu, %s)", len, l.size,
+                             arena ? "circuit_shared_size_in_arena" : "circuit_shared_size");
         if (misaligned)
             circuit__msg_add(&m, "mem = %p (must be aligned to %d bytes)", mem, CIRCUIT_SHARED_ALIGN);
+        if (arena_misaligned)
+            circuit__msg_add(&m, "arena = %p (must be aligned to %d bytes)", arena,
+                             CIRCUIT_SHARED_ALIGN);
+        if (arena_bad)
+            circuit__msg_add(&m, "arena = %p %s", arena, arena_bad);
         if (len >= sizeof r->magic && !misaligned)
             r->magic = 0; /* no breaker here now */
         circuit__msg_end(&m);
         return EINVAL;
+    }
+    uint64_t unit = 0;
+    circuit__arena *a = arena;
+    if (a) {
+        /* relaxed: the CAS only hands out an index; the unit's zeroes were
+         * published with the arena, and it is never handed out twice */
+        uint64_t taken = circuit__ld_rlx(&a->taken);
+        do {
+            if (taken >= a->capacity) {
+                circuit__text t = {errbuf, errbuf_len, 0};
+                circuit__text_fmt(&t, "%s: the arena's %u units are all taken (a unit is never "
+                                      "given back: build a new arena)",
+                                  fn, a->capacity);
+                if (len >= sizeof r->magic)
+                    r->magic = 0;
+                return ENOSPC;
+            }
+        } while (!circuit__cas_rlx(&a->taken, &taken, taken + 1)); /* relaxed: as above */
+        unit = taken;
     }
     /* Before any process uses it (the caller publishes it): plain stores */
     memset(mem, 0, l.size);
@@ -152,8 +279,10 @@ int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *e
     r->off_shared = l.off_shared;
     r->off_arrays = l.off_arrays;
     r->off_pcpu = l.off_pcpu;
-    r->pcpu_stride = CIRCUIT_CACHELINE;
+    r->pcpu_stride = a ? a->stride : CIRCUIT_CACHELINE;
     r->cacheline = CIRCUIT_CACHELINE;
+    r->arena_off = a ? (int64_t)((intptr_t)arena - (intptr_t)mem) : NO_ARENA;
+    r->unit = unit;
     /* the shared state's first values, through a handle of this process
      * that lives only for the call (the same code as circuit_new) */
     circuit_breaker scratch;
@@ -162,14 +291,28 @@ int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *e
     circuit__handle_carve(h, (circuit__shared *)(void *)((char *)mem + l.off_shared),
                           (char *)mem + l.off_arrays, window, (uint32_t)spec->config.probes);
     h->ncpu = ncpu;
-    h->pcpu0 = (char *)mem + l.off_pcpu;
-    h->pcpu_stride = CIRCUIT_CACHELINE;
+    h->pcpu0 = a ? (char *)a + ARENA_HEAD + unit * UNIT : (char *)mem + l.off_pcpu;
+    h->pcpu_stride = (uint16_t)r->pcpu_stride;
     h->seq_mod = r->seq_mod;
     h->window_magic = r->window_magic;
     circuit__closed_init(h); /* the state word: closed, generation 0 */
     circuit__st128_init(&h->s->probe_hint, (circuit__u128){(uint64_t)INT64_MAX, 0});
     r->magic = REGION_MAGIC;
     return 0;
+}
+
+int circuit_shared_init(void *mem, size_t len, const circuit_spec *spec, char *errbuf,
+                        size_t errbuf_len)
+{
+    return shared_init(mem, len, NULL, spec, errbuf, errbuf_len, "circuit_shared_init");
+}
+
+int circuit_shared_init_in_arena(void *mem, size_t len, void *arena, const circuit_spec *spec,
+                                 char *errbuf, size_t errbuf_len)
+{
+    if (!arena)
+        circuit__abort("circuit_shared_init_in_arena: arena is NULL");
+    return shared_init(mem, len, arena, spec, errbuf, errbuf_len, "circuit_shared_init_in_arena");
 }
 
 /* ---- attach / detach ----------------------------------------------------- */
@@ -207,6 +350,42 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
                           r->layout, r->cacheline, CIRCUIT_SHARED_LAYOUT, CIRCUIT_CACHELINE);
         return EPROTO;
     }
+    /* A header init did not write (damaged, forged, or another build's):
+     * every recorded size and offset must be the ones its config gives,
+     * before any is used to place a pointer */
+    bool in_arena = r->arena_off != NO_ARENA;
+    layout l = layout_of(&r->cfg, in_arena ? 0 : r->ncpu);
+    const circuit__arena *ar = NULL;
+    const char *damage = NULL;
+    if (!config_valid(&r->cfg) || r->ncpu < 1 || r->ncpu > CIRCUIT__MAX_CPUS)
+        damage = "its config or CPU count";
+    else if (r->size != l.size || r->off_shared != l.off_shared || r->off_arrays != l.off_arrays ||
+             r->off_pcpu != l.off_pcpu ||
+             (!in_arena && r->pcpu_stride != CIRCUIT_CACHELINE))
+        damage = "its sizes or offsets";
+    else if (in_arena && ((r->arena_off % CIRCUIT_SHARED_ALIGN) != 0 || r->arena_off == 0))
+        damage = "its arena's place";
+    else if (in_arena) {
+        ar = (const circuit__arena *)(const void *)((const char *)mem + r->arena_off);
+        const char *why = arena_problem(ar, r->ncpu);
+        if (why) {
+            circuit__text t = {errbuf, errbuf_len, 0};
+            circuit__text_fmt(&t, "circuit_shared_attach: the breaker's arena (at %+lld bytes) %s",
+                              (long long)r->arena_off, why);
+            return EPROTO;
+        }
+        /* relaxed: `taken` only grows, and this unit was taken before the
+         * breaker's init was published to us */
+        if (r->unit >= ar->capacity || r->unit >= circuit__ld_rlx(&ar->taken) ||
+            r->pcpu_stride != ar->stride)
+            damage = "its unit in the arena";
+    }
+    if (damage) {
+        circuit__text t = {errbuf, errbuf_len, 0};
+        circuit__text_fmt(&t, "circuit_shared_attach: mem holds a damaged breaker header (%s)",
+                          damage);
+        return EPROTO;
+    }
     /* SH5: the config, field by field; the memory's size */
     circuit__msg m;
     circuit__msg_start(&m, errbuf, errbuf_len, "circuit_shared_attach");
@@ -239,7 +418,7 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
     b->seq_mod = r->seq_mod;
     b->window_magic = r->window_magic;
     b->ncpu = r->ncpu;
-    b->pcpu0 = base + r->off_pcpu;
+    b->pcpu0 = ar ? (char *)(uintptr_t)ar + ARENA_HEAD + r->unit * UNIT : base + r->off_pcpu;
     b->pcpu_stride = (uint16_t)r->pcpu_stride;
     b->footprint = (uint32_t)sizeof *b;
     b->proc = self_proc();

@@ -503,3 +503,242 @@ Test(sh, SH5_attach_refuses_a_mismatch)
     cr_expect_eq(err[0], '\0');
     circuit_shared_detach(b);
 }
+
+/* ---- arenas: many breakers' per-CPU parts, 16 bytes per CPU each (L5) ------ */
+
+/* A MAP_SHARED mapping holding an arena of `cap` units and then `n`
+ * breakers of the given windows, built in order (breaker k takes unit k).
+ * Returns the mapping; the breakers' offsets in off[]. */
+static char *arena_with(unsigned cap, int n, const int *windows, seen *s, size_t *off, size_t *len,
+                        size_t *each)
+{
+    size_t a = circuit_shared_arena_size(cap);
+    cr_assert(a > 0);
+    *len = (a + 63) / 64 * 64;
+    for (int k = 0; k < n; k++) {
+        circuit_spec sp = spec_of(s, windows[k], 1);
+        each[k] = circuit_shared_size_in_arena(&sp.config);
+        off[k] = *len;
+        *len += (each[k] + 63) / 64 * 64;
+    }
+    char *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(m != MAP_FAILED);
+    char err[512];
+    cr_assert_eq(circuit_shared_arena_init(m, a, cap, err, sizeof err), 0, "%s", err);
+    for (int k = 0; k < n; k++) {
+        circuit_spec sp = spec_of(s, windows[k], 1);
+        cr_assert_eq(circuit_shared_init_in_arena(m + off[k], each[k], m, &sp, err, sizeof err), 0,
+                     "breaker %d: %s", k, err);
+    }
+    return m;
+}
+
+static void successes_then_failure(circuit_breaker *b, volatile int64_t *n)
+{
+    for (int i = 0; i < 3000; i++)
+        call(b, NULL, CIRCUIT_SUCCESS);
+    (void)n;
+}
+
+/* L5: in an arena, a shared breaker's per-CPU part is 16 bytes per CPU, and
+ * (window 64, probes 1) takes at most 2.5 KB on 64 CPUs, arena share
+ * included; breakers whose units share each CPU's lines count exactly,
+ * each its own, from two processes at once. */
+Test(sh, L5_arena_units_are_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus)
+{
+    circuit_config c64 = {64, 1, SH_OPEN, SH_PROBE};
+    static const uint32_t counts[] = {1, 2, 3, 64, 65, 4096};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        uint32_t n = counts[k];
+        circuit_test_set_cpus(n);
+        /* 16 bytes per CPU per breaker once a region's line is full: 400
+         * units fill 100 lines of 64 bytes (50 of 128) */
+        size_t head = circuit_shared_arena_size(400) - (size_t)n * 6400;
+        cr_expect_eq(head, CIRCUIT_CACHELINE, "%u CPUs: the arena is a header and 16 B/CPU/unit", n);
+        cr_expect_eq(circuit_shared_arena_size(401) - circuit_shared_arena_size(400),
+                     (size_t)n * CIRCUIT_CACHELINE, "%u CPUs: unit 401 starts a line per CPU", n);
+        if (n == 64) {
+            for (unsigned cap = 8; cap <= 64; cap *= 8) {
+                double per = (double)circuit_shared_size_in_arena(&c64) +
+                             (double)circuit_shared_arena_size(cap) / cap;
+                cr_log_info("(64, 1) on 64 CPUs in an arena of %u: %.0f bytes per breaker", cap,
+                            per);
+                cr_expect_leq(per, 2560.0, "(64, 1) on 64 CPUs, arena of %u: %.0f bytes (2.5 KB)",
+                              cap, per);
+            }
+            /* without an arena, a line per CPU */
+            cr_expect_gt(circuit_shared_size(&c64), 64u * CIRCUIT_CACHELINE);
+        }
+    }
+    circuit_test_set_cpus(0);
+    cr_expect_eq(circuit_shared_arena_size(0), 0);
+    cr_expect_eq(circuit_shared_arena_size(CIRCUIT_SHARED_ARENA_MAX + 1), 0);
+    cr_expect_gt(circuit_shared_arena_size(CIRCUIT_SHARED_ARENA_MAX), 0);
+
+    /* five breakers of different windows in an arena of 5 (a line of 4,
+     * and one on the next) */
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    static const int windows[5] = {1, 4, 64, 100, 8};
+    size_t off[5], each[5], len;
+    char *m = arena_with(5, 5, windows, &s, off, &len, each);
+    circuit_breaker *b[5];
+    for (int k = 0; k < 5; k++) {
+        circuit_spec sp = spec_of(&s, windows[k], 1);
+        cr_assert_eq(circuit_shared_attach(&b[k], m + off[k], each[k], &sp, NULL, 0), 0);
+    }
+    /* units 1 and 2 from two child processes at once, the parent on unit 3 */
+    for (int k = 1; k <= 2; k++) {
+        pid_t p = fork();
+        cr_assert(p >= 0);
+        if (p == 0) {
+            circuit_breaker *cb;
+            circuit_spec sp = spec_of(&s, windows[k], 1);
+            if (circuit_shared_attach(&cb, m + off[k], each[k], &sp, NULL, 0) != 0)
+                _exit(3);
+            successes_then_failure(cb, NULL);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 1000; i++)
+        call(b[3], NULL, CIRCUIT_SUCCESS);
+    for (int k = 1; k <= 2; k++) {
+        int st;
+        cr_assert(wait(&st) > 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    cr_expect(call(b[4], NULL, CIRCUIT_FAILURE)); /* trips unit 4's breaker alone */
+    static const uint64_t want[5] = {0, 3000, 3000, 1000, 0};
+    for (int k = 0; k < 5; k++) {
+        circuit_stats st;
+        circuit_get_stats(b[k], &st);
+        cr_expect_eq(st.successes, want[k], "breaker %d: %llu successes, not %llu", k,
+                     (unsigned long long)st.successes, (unsigned long long)want[k]);
+        cr_expect_eq(st.admitted, want[k] + (k == 4));
+        cr_expect_eq(st.failures, (uint64_t)(k == 4));
+        cr_expect_eq(st.state, k == 4 ? CIRCUIT_OPEN : CIRCUIT_CLOSED, "breaker %d", k);
+    }
+    /* the arena is full: no sixth breaker, and its memory holds none */
+    char err[512];
+    circuit_spec sp = spec_of(&s, 4, 1);
+    char *sixth = NULL;
+    cr_assert_eq(posix_memalign((void **)&sixth, 64, each[1]), 0);
+    cr_expect_eq(circuit_shared_init_in_arena(sixth, each[1], m, &sp, err, sizeof err), ENOSPC);
+    cr_expect(strstr(err, "5 units are all taken"), "%s", err);
+    circuit_breaker *x;
+    cr_expect_eq(circuit_shared_attach(&x, sixth, each[1], &sp, err, sizeof err), EPROTO);
+    free(sixth);
+    for (int k = 0; k < 5; k++)
+        circuit_shared_detach(b[k]);
+    munmap(m, len);
+}
+
+/* SH1 in an arena: the arena and the breaker in one memfd, mapped twice at
+ * different addresses, are one breaker; so is a quiescent byte copy of
+ * the whole mapping. */
+Test(sh, SH1_arena_relocated_and_two_mappings)
+{
+    seen s = {0}, s2 = {0};
+    circuit_spec sp = spec_of(&s, 8, 2), sp2 = spec_of(&s2, 8, 2);
+    size_t a = circuit_shared_arena_size(4), each = circuit_shared_size_in_arena(&sp.config);
+    size_t off = (a + 63) / 64 * 64, len = off + each;
+    int fd = memfd_create("sh1a", 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, (off_t)len), 0);
+    char *m1 = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *m2 = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert(m1 != MAP_FAILED && m2 != MAP_FAILED && m1 != m2);
+    cr_assert_eq(circuit_shared_arena_init(m1, a, 4, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_init_in_arena(m1 + off, each, m1, &sp, NULL, 0), 0);
+    circuit_breaker *h1, *h2, *hx;
+    cr_assert_eq(circuit_shared_attach(&h1, m1 + off, each, &sp, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_attach(&h2, m2 + off, each, &sp2, NULL, 0), 0);
+    for (int i = 0; i < 5; i++)
+        cr_expect(call(h1, NULL, CIRCUIT_SUCCESS));
+    circuit_stats st;
+    circuit_get_stats(h2, &st);
+    cr_expect_eq(st.successes, 5, "the per-CPU successes, seen through the other mapping");
+    cr_expect(call(h2, NULL, CIRCUIT_FAILURE));
+    cr_expect_eq(circuit_get_state(h1), CIRCUIT_OPEN);
+    char *copy = NULL;
+    cr_assert_eq(posix_memalign((void **)&copy, CIRCUIT_SHARED_ALIGN, len), 0);
+    memcpy(copy, m1, len);
+    cr_assert_eq(circuit_shared_attach(&hx, copy + off, each, &sp, NULL, 0), 0);
+    circuit_get_stats(hx, &st);
+    cr_expect_eq(st.admitted, 6);
+    cr_expect_eq(st.successes, 5);
+    cr_expect_eq(st.state, CIRCUIT_OPEN);
+    circuit_shared_detach(hx);
+    circuit_shared_detach(h1);
+    circuit_shared_detach(h2);
+    free(copy);
+    munmap(m1, len);
+    munmap(m2, len);
+    close(fd);
+}
+
+/* SH5 for arenas: every bad argument named in one message, nothing taken. */
+Test(sh, SH5_arena_errors_name_every_problem)
+{
+    char *m = NULL;
+    size_t a = circuit_shared_arena_size(4);
+    cr_assert_eq(posix_memalign((void **)&m, 64, a + 4096), 0);
+    memset(m, 0, a + 4096);
+    char err[512];
+    cr_expect_eq(circuit_shared_arena_init(m, a, 0, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "capacity = 0 (must be 1..4000)"), "%s", err);
+    cr_expect_eq(circuit_shared_arena_init(m + 8, a - 1, 4, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "len = ") && strstr(err, "must be aligned to 64 bytes"), "%s", err);
+    /* memory holding no arena, and a bad config: one message for both */
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    sp.config.probes = 0;
+    char *mem = m + a + 64 - (a % 64);
+    cr_expect_eq(circuit_shared_init_in_arena(mem, 2048, m, &sp, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "probes = 0") && strstr(err, "holds no arena"), "%s", err);
+    /* a good arena, then a bad config: no unit is taken */
+    cr_assert_eq(circuit_shared_arena_init(m, a, 1, NULL, 0), 0);
+    cr_expect_eq(circuit_shared_init_in_arena(mem, 2048, m, &sp, err, sizeof err), EINVAL);
+    sp.config.probes = 1;
+    cr_expect_eq(circuit_shared_init_in_arena(mem, 2048, m, &sp, err, sizeof err), 0, "%s", err);
+    free(m);
+}
+
+/* SH5: attach refuses a header init did not write (a damaged size, CPU
+ * count or arena) before it places any pointer by it. */
+Test(sh, SH5_attach_refuses_a_damaged_header)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t len;
+    char *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    char err[512];
+    /* header: magic 0, layout 8, ncpu 12, size 16 */
+    uint32_t *ncpu = (uint32_t *)(void *)(m + 12);
+    uint64_t *size = (uint64_t *)(void *)(m + 16);
+    *size -= 64;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "damaged breaker header (its sizes or offsets)"), "%s", err);
+    *size += 64;
+    *ncpu += 1000;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "damaged"), "%s", err);
+    *ncpu -= 1000;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), 0, "%s", err);
+    circuit_shared_detach(b);
+    munmap(m, len);
+    /* a breaker in an arena whose arena is gone */
+    size_t off[1], each[1], alen;
+    static const int w4[1] = {4};
+    char *am = arena_with(2, 1, w4, &s, off, &alen, each);
+    uint64_t magic = *(uint64_t *)(void *)am;
+    *(uint64_t *)(void *)am = 0;
+    cr_expect_eq(circuit_shared_attach(&b, am + off[0], each[0], &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "arena") && strstr(err, "holds no arena"), "%s", err);
+    *(uint64_t *)(void *)am = magic;
+    cr_expect_eq(circuit_shared_attach(&b, am + off[0], each[0], &sp, err, sizeof err), 0, "%s", err);
+    circuit_shared_detach(b);
+    munmap(am, alen);
+}

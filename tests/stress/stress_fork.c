@@ -2,7 +2,7 @@
  * stress_fork: one breaker in shared memory, N worker processes, some
  * killed by SIGKILL at random points (SH1-SH5).
  *
- *   stress_fork [procs] [milliseconds] [seed] [kills]
+ *   stress_fork [procs] [milliseconds] [seed] [kills] [arena]
  *
  * The parent builds the breaker in a memfd (circuit_shared_init), maps it
  * MAP_SHARED and forks `procs` workers. Every odd worker maps the memfd a
@@ -31,6 +31,14 @@
  *           and after the kills a last survivor's flushes still run: the
  *           totals stay exact (the identity above) however often a flusher
  *           died.
+ * With "arena" (L5 in shared memory), the breaker's per-CPU part is unit 1
+ * of an arena of 4 (circuit_shared_init_in_arena, all in the one memfd),
+ * and units 0, 2 and 3 belong to three neighbour breakers that every worker
+ * thread also calls (successes only) between its other calls: the
+ * neighbours share each CPU's line with the stressed breaker's cells and
+ * packed totals, and must end with admitted = successes exactly (but for a
+ * call a killed worker was inside), within the calls the workers finished,
+ * and no failure, rejection or transition.
  * Exit 0 (pass), 1 (a rule failed), 77 (no memfd). One summary line.
  */
 #include <errno.h>
@@ -80,6 +88,8 @@ typedef struct proc_log {
     _Atomic uint64_t admitted_ok; /* allows that returned true (after the return) */
     _Atomic uint64_t settled;     /* done/release calls that returned */
     _Atomic int phase[THREADS];   /* 1: inside allow; 2: inside a settle; 0: neither */
+    _Atomic int nb_phase[THREADS]; /* arena mode: inside a neighbour's call */
+    _Atomic uint64_t nb_done[3];  /* arena mode: neighbour calls finished, per neighbour */
     _Atomic uint64_t ops;
     _Atomic uint64_t ntrans;
     _Atomic int in_observe;
@@ -185,7 +195,13 @@ static int64_t now_ms(void)
 
 /* ---- a worker --------------------------------------------------------------- */
 static circuit_breaker *wb;
+static circuit_breaker *nb[3]; /* arena mode: the neighbours */
+static bool arena_mode;
 static _Atomic uint64_t ctx_seq;
+
+/* arena mode: where each part is in the memfd */
+#define NB_ARENA_UNITS 4
+static size_t off_main, off_nb[3], size_total;
 
 static void *worker_thread(void *arg)
 {
@@ -204,6 +220,17 @@ static void *worker_thread(void *arg)
                 circuit_isolate(wb, ctx);
             } else if (op < 6) {
                 circuit_reset(wb, ctx);
+            } else if (op >= 30 && op < 130 && arena_mode) {
+                int n = (int)((r >> 32) % 3);
+                circuit_ticket t = CIRCUIT_TICKET_INIT;
+                circuit_rejection rej;
+                atomic_store(&l->nb_phase[th], 1);
+                if (!circuit_allow(nb[n], NULL, &t, &rej))
+                    fail("L5: neighbour %d rejected (%s)", n, circuit_state_name(rej.state));
+                else
+                    circuit_done(&t, CIRCUIT_SUCCESS);
+                atomic_fetch_add(&l->nb_done[n], 1);
+                atomic_store(&l->nb_phase[th], 0);
             } else if (op < 30) {
                 circuit_stats st;
                 circuit_get_stats(wb, &st);
@@ -252,7 +279,7 @@ static int worker(int i, int fd, void *base, size_t size)
     if (i % 2 == 1) {
         /* SH1: the same memory at another address in this process */
         void *hint = (char *)base + ((size_t)(i + 1) << 32);
-        mem = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        mem = mmap(hint, size_total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (mem == MAP_FAILED || mem == base) {
             fail("SH1: second mapping failed (%s)", strerror(errno));
             return 1;
@@ -261,7 +288,9 @@ static int worker(int i, int fd, void *base, size_t size)
     logs[i].map_addr = (uintptr_t)mem;
     circuit_spec spec = make_spec();
     char err[256];
-    int rc = circuit_shared_attach(&wb, mem, size, &spec, err, sizeof err);
+    int rc = circuit_shared_attach(&wb, (char *)mem + off_main, size, &spec, err, sizeof err);
+    for (int n = 0; arena_mode && rc == 0 && n < 3; n++)
+        rc = circuit_shared_attach(&nb[n], (char *)mem + off_nb[n], size, &spec, err, sizeof err);
     if (rc) {
         fail("attach: %d %s", rc, err);
         return 1;
@@ -272,6 +301,8 @@ static int worker(int i, int fd, void *base, size_t size)
     for (int k = 0; k < THREADS; k++)
         pthread_join(th[k], NULL);
     circuit_shared_detach(wb);
+    for (int n = 0; arena_mode && n < 3; n++)
+        circuit_shared_detach(nb[n]);
     atomic_store(&logs[i].finished, 1);
     return 0;
 }
@@ -283,8 +314,10 @@ int main(int argc, char **argv)
     run_ms = argc > 2 ? atol(argv[2]) : 3000;
     uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : 1;
     int kills = argc > 4 ? atoi(argv[4]) : 3;
-    if (procs < 2 || procs > MAX_PROCS || kills >= procs) {
-        fprintf(stderr, "usage: stress_fork [procs 2..%d] [ms] [seed] [kills < procs]\n", MAX_PROCS);
+    arena_mode = argc > 5 && strcmp(argv[5], "arena") == 0;
+    if (procs < 2 || procs > MAX_PROCS || kills >= procs || (argc > 5 && !arena_mode)) {
+        fprintf(stderr, "usage: stress_fork [procs 2..%d] [ms] [seed] [kills < procs] [arena]\n",
+                MAX_PROCS);
         return 2;
     }
 #ifdef STRESS_FORK_TSAN
@@ -295,20 +328,48 @@ int main(int argc, char **argv)
     circuit_test_clock_use_real(true);
     circuit_spec spec = make_spec();
     size_t size = circuit_shared_size(&spec.config);
+    if (arena_mode) {
+        /* [arena][neighbour 0][the breaker][neighbour 1][neighbour 2], each
+         * part aligned: the breaker takes unit 1 of 4 */
+        size = circuit_shared_size_in_arena(&spec.config);
+        size_t a = (circuit_shared_arena_size(NB_ARENA_UNITS) + 63) / 64 * 64;
+        size_t each = (size + 63) / 64 * 64;
+        off_nb[0] = a;
+        off_main = a + each;
+        off_nb[1] = a + 2 * each;
+        off_nb[2] = a + 3 * each;
+        size_total = a + 4 * each;
+    } else {
+        off_main = 0;
+        size_total = size;
+    }
     int fd = memfd_create("circuit-stress", 0);
     if (fd < 0) {
         fprintf(stderr, "stress_fork: SKIP: memfd_create: %s\n", strerror(errno));
         return 77;
     }
-    if (ftruncate(fd, (off_t)size) != 0)
+    if (ftruncate(fd, (off_t)size_total) != 0)
         return perror("ftruncate"), 1;
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *base = mmap(NULL, size_total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     logs = mmap(NULL, sizeof(proc_log) * (size_t)(procs + 1), PROT_READ | PROT_WRITE,
                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED || logs == MAP_FAILED)
         return perror("mmap"), 1;
     char err[512];
-    if (circuit_shared_init(base, size, &spec, err, sizeof err) != 0) {
+    if (arena_mode) {
+        if (circuit_shared_arena_init(base, off_nb[0], NB_ARENA_UNITS, err, sizeof err) != 0) {
+            fprintf(stderr, "stress_fork: arena: %s\n", err);
+            return 1;
+        }
+        /* units in order: neighbour 0, the breaker, neighbours 1 and 2 */
+        size_t order[4] = {off_nb[0], off_main, off_nb[1], off_nb[2]};
+        for (int k = 0; k < 4; k++)
+            if (circuit_shared_init_in_arena((char *)base + order[k], size, base, &spec, err,
+                                             sizeof err) != 0) {
+                fprintf(stderr, "stress_fork: init in arena: %s\n", err);
+                return 1;
+            }
+    } else if (circuit_shared_init(base, size, &spec, err, sizeof err) != 0) {
         fprintf(stderr, "stress_fork: init: %s\n", err);
         return 1;
     }
@@ -358,9 +419,40 @@ int main(int argc, char **argv)
      * the last: the parent is a process too) */
     me = procs;
     circuit_breaker *h = NULL;
-    if (circuit_shared_attach(&h, base, size, &spec, err, sizeof err) != 0) {
+    if (circuit_shared_attach(&h, (char *)base + off_main, size, &spec, err, sizeof err) != 0) {
         fprintf(stderr, "stress_fork: attach (parent): %s\n", err);
         return 1;
+    }
+    /* L5 in an arena: the neighbours' counts, exact beside the stressed
+     * breaker's units */
+    uint64_t nb_calls = 0;
+    for (int n = 0; arena_mode && n < 3; n++) {
+        circuit_breaker *hn = NULL;
+        if (circuit_shared_attach(&hn, (char *)base + off_nb[n], size, &spec, err, sizeof err) != 0) {
+            fprintf(stderr, "stress_fork: attach (parent, neighbour %d): %s\n", n, err);
+            return 1;
+        }
+        circuit_stats sn;
+        circuit_get_stats(hn, &sn);
+        uint64_t done = 0, inside = 0;
+        for (int i = 0; i < procs; i++) {
+            done += logs[i].nb_done[n];
+            for (int k = 0; k < THREADS; k++)
+                inside += killed[i] && logs[i].nb_phase[k];
+        }
+        nb_calls += done;
+        if (sn.successes < done || sn.successes > done + inside || sn.admitted < sn.successes ||
+            sn.admitted > done + inside)
+            fail("L5/M1: neighbour %d: admitted %" PRIu64 ", successes %" PRIu64 ", but the "
+                 "workers finished %" PRIu64 " calls (%" PRIu64 " more in a killed worker)",
+                 n, sn.admitted, sn.successes, done, inside);
+        if (sn.failures || sn.rejected || sn.transitions || sn.late || sn.ignored || sn.released ||
+            sn.timed_out || sn.state != CIRCUIT_CLOSED)
+            fail("L5: neighbour %d holds counts it never had: failures %" PRIu64 " rejected %" PRIu64
+                 " transitions %" PRIu64 " late %" PRIu64 " state %s",
+                 n, sn.failures, sn.rejected, sn.transitions, sn.late,
+                 circuit_state_name(sn.state));
+        circuit_shared_detach(hn);
     }
     /* Time-driven changes due by now (a dead worker's probe timing out) are
      * made by the next call: a read first, then a call. */
@@ -455,8 +547,10 @@ int main(int argc, char **argv)
     printf("stress_fork: %d processes (%d mapped elsewhere), %d killed, %" PRIu64 " operations, "
            "admitted %" PRIu64 " settled %" PRIu64 " dead-held %" PRId64 " [%" PRId64 ", %" PRId64
            "], transitions %" PRIu64 " delivered %" PRIu64 " lost with the dead %" PRIu64
-           ", timed out %" PRIu64 ", final %s\n",
+           ", timed out %" PRIu64 ", final %s%s",
            procs, moved, kills, ops, st.admitted, settled, live, live_lo, live_hi, n, ntr, missing,
-           st.timed_out, circuit_state_name(st.state));
+           st.timed_out, circuit_state_name(st.state), arena_mode ? "" : "\n");
+    if (arena_mode)
+        printf(", arena: 3 neighbours exact over %" PRIu64 " calls\n", nb_calls);
     return failed || parent_fails ? 1 : 0;
 }
