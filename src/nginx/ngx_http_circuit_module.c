@@ -15,7 +15,8 @@
  *   name, the server's address and every parameter, canonical. The zone's
  *   init runs in the master at every (re)load: an entry whose key the new
  *   configuration still has is kept as it is (state, counts, totals); a new
- *   key gets circuit_shared_init in fresh zone memory. An entry the new
+ *   key gets circuit_shared_init_in_arena in fresh zone memory, its per-CPU
+ *   part a unit of one arena per load (16 bytes per CPU, L5). An entry the new
  *   configuration no longer uses is retired, never freed: workers of the
  *   previous configuration may still use it while they finish, and a
  *   configuration that uses its key again gets it back. Each worker attaches
@@ -874,7 +875,7 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
             s->key.len = ngx_sprintf(s->key.data, "%V %V", &s->label,
                                      &ucf->params_key) - s->key.data;
 
-            s->size = circuit_shared_size(&cfg);
+            s->size = circuit_shared_size_in_arena(&cfg);
             if (s->size == 0) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "circuit_breaker: no breaker can be built "
@@ -898,12 +899,31 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
 }
 
 
-/* Zone bytes one breaker takes: its memory, its alignment, its entry. */
+/* Zone bytes one breaker takes: its memory, its alignment, its entry (its
+ * per-CPU part is in the arena of its load, counted apart). */
 static size_t
 ngx_http_circuit_cost(const ngx_http_circuit_server_t *s)
 {
     return s->size + CIRCUIT_SHARED_ALIGN + sizeof(ngx_http_circuit_entry_t)
            + s->key.len + 64;
+}
+
+
+/* The zone's entry for a server's key, or NULL. */
+static ngx_http_circuit_entry_t *
+ngx_http_circuit_entry(ngx_http_circuit_zone_t *z,
+    const ngx_http_circuit_server_t *s)
+{
+    ngx_http_circuit_entry_t  *e;
+
+    for (e = z->entries; e; e = e->next) {
+        if (e->key_len == s->key.len && e->size == s->size
+            && ngx_memcmp(e->key, s->key.data, s->key.len) == 0)
+        {
+            return e;
+        }
+    }
+    return NULL;
 }
 
 
@@ -916,6 +936,8 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     ngx_http_circuit_entry_t      *e;
     ngx_http_circuit_server_t    **servers;
     ngx_uint_t                     i, kept = 0, built = 0, retired = 0;
+    ngx_uint_t                     fresh = 0, arena_left = 0;
+    void                          *arena = NULL;
     circuit_spec                   spec;
     char                           err[512];
     int                            rc;
@@ -940,13 +962,15 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     for (i = 0; i < mcf->servers.nelts; i++) {
         ngx_http_circuit_server_t *s = servers[i];
 
-        for (e = z->entries; e; e = e->next) {
-            if (e->key_len == s->key.len && e->size == s->size
-                && ngx_memcmp(e->key, s->key.data, s->key.len) == 0)
-            {
-                break;
-            }
+        if (ngx_http_circuit_entry(z, s) == NULL) {
+            fresh++;
         }
+    }
+
+    for (i = 0; i < mcf->servers.nelts; i++) {
+        ngx_http_circuit_server_t *s = servers[i];
+
+        e = ngx_http_circuit_entry(z, s);
         if (e != NULL) {
             if (e->load != z->load) {
                 kept++;
@@ -973,8 +997,39 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         e->size = s->size;
         e->mem = ngx_align_ptr(e->key + s->key.len, CIRCUIT_SHARED_ALIGN);
 
+        if (arena_left == 0) {
+            /* one arena for the breakers this load builds: their per-CPU
+             * parts share each CPU's lines, 16 bytes per CPU each (L5) */
+            size_t      asize;
+            ngx_uint_t  cap = ngx_min(fresh, CIRCUIT_SHARED_ARENA_MAX);
+
+            asize = circuit_shared_arena_size(cap);
+            arena = ngx_slab_calloc(shpool, asize + CIRCUIT_SHARED_ALIGN);
+            if (arena == NULL) {
+                ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                              "circuit_breaker_zone of %uz bytes is full: no "
+                              "room for the per-CPU part of %ui breakers; "
+                              "raise its size", shm_zone->shm.size, cap);
+                ngx_slab_free(shpool, e);
+                return NGX_ERROR;
+            }
+            arena = ngx_align_ptr(arena, CIRCUIT_SHARED_ALIGN);
+            rc = circuit_shared_arena_init(arena, asize, cap, err,
+                                           sizeof(err));
+            if (rc != 0) {
+                ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                              "circuit: arena: %s", err);
+                ngx_slab_free(shpool, e);
+                return NGX_ERROR;
+            }
+            arena_left = cap;
+        }
+
         ngx_http_circuit_spec(s, &spec);
-        rc = circuit_shared_init(e->mem, e->size, &spec, err, sizeof(err));
+        rc = circuit_shared_init_in_arena(e->mem, e->size, arena, &spec, err,
+                                          sizeof(err));
+        arena_left--;
+        fresh--;
         if (rc != 0) {
             ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
                           "circuit: breaker %V: %s", &s->label,
@@ -1018,6 +1073,13 @@ ngx_http_circuit_init_main_conf(ngx_conf_t *cf, void *conf)
     servers = mcf->servers.elts;
     for (i = 0; i < mcf->servers.nelts; i++) {
         need += 2 * ngx_http_circuit_cost(servers[i]);
+    }
+    /* the per-CPU parts: an arena per load for the breakers it builds (at
+     * most all of them), 16 bytes per CPU each (L5) */
+    for (i = 0; i < mcf->servers.nelts; i += CIRCUIT_SHARED_ARENA_MAX) {
+        need += 2 * (circuit_shared_arena_size(
+                         ngx_min(mcf->servers.nelts - i, CIRCUIT_SHARED_ARENA_MAX))
+                     + CIRCUIT_SHARED_ALIGN);
     }
 
     if (mcf->zone_size != NGX_CONF_UNSET_SIZE) {
