@@ -18,28 +18,36 @@
 #include <stdlib.h>
 #include <urcu/compiler.h>
 
+#include "circuit_shared.h" /* CIRCUIT_SHARED_TRANSITION_POOL */
 #include "delivery.h"
 
 #define POOL_ALL ((UINT64_C(1) << CIRCUIT_TRANSITION_POOL) - 1)
+_Static_assert(CIRCUIT_SHARED_TRANSITION_POOL >= CIRCUIT_TRANSITION_POOL &&
+                   CIRCUIT_SHARED_TRANSITION_POOL < 64,
+               "a shared handle's pool is at least circuit_new's, and its free mask one word");
 
 void circuit__delivery_init(circuit_breaker *b)
 {
     __cds_lfs_init(&b->stack);
-    b->pool_free = POOL_ALL;
+    if (!b->pool_at) { /* circuit_new: the handle's own; attach set a larger one */
+        b->pool_at = b->pool;
+        b->pool_all = POOL_ALL;
+    }
+    b->pool_free = b->pool_all;
     b->pending = 0;
     b->delivering = 0;
     b->held = NULL;
     b->next_gen = 1;
     b->making = 0;
-    for (int i = 0; i < CIRCUIT_TRANSITION_POOL; i++)
-        cds_lfs_node_init(&b->pool[i].lfs);
+    for (int i = 0; i < __builtin_popcountll(b->pool_all); i++)
+        cds_lfs_node_init(&b->pool_at[i].lfs);
 }
 
 /* A record of the pool (its index), or -1: malloc'ed. */
 static int node_pooled(const circuit_breaker *b, const circuit__node *n)
 {
-    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)&b->pool[0];
-    if (p < p0 || p >= p0 + sizeof b->pool)
+    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)b->pool_at;
+    if (p < p0 || p >= p0 + (size_t)__builtin_popcountll(b->pool_all) * sizeof *n)
         return -1;
     return (int)((p - p0) / sizeof *n);
 }
@@ -54,7 +62,7 @@ static circuit__node *node_get(circuit_breaker *b)
         /* acquire: our writes into the record follow the deliverer's last
          * reads of it (its node_put is a release) */
         if (circuit__cas_acq(&b->pool_free, &w, w & ~(UINT64_C(1) << i)))
-            return &b->pool[i];
+            return &b->pool_at[i];
     }
     /* More transitions pending than the pool holds: the only allocation on
      * the call paths (T7). */

@@ -299,7 +299,7 @@ struct circuit_breaker {
     circuit__shared *s;                    /* the shared state (read-only pointer) */
     uint64_t delivering;                   /* 1 while a thread holds the delivery role */
     struct __cds_lfs_stack stack;          /* published records */
-    uint64_t pool_free;                    /* bit i set: pool[i] is free */
+    uint64_t pool_free;                    /* bit i set: pool_at[i] is free */
     uint64_t making;                       /* shared mode: this process's transition makers
                                             * between their core CAS and their push */
     uint32_t proc;                         /* shared mode: this process's id (its pid), 0 for
@@ -311,6 +311,10 @@ struct circuit_breaker {
     circuit__node *held;                   /* records waiting for an earlier generation */
     uint64_t next_gen;                     /* 64-bit generation of the next delivery */
 
+    circuit__node *pool_at;                /* the pool's records: `pool` (circuit_new), or the
+                                            * CIRCUIT_SHARED_TRANSITION_POOL records after a
+                                            * shared handle; read-only */
+    uint64_t pool_all;                     /* pool_free with every record free; read-only */
     circuit__node pool[CIRCUIT_TRANSITION_POOL];
 };
 

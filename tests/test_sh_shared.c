@@ -345,6 +345,90 @@ Test(sh, SH2_no_allocation_after_attach)
     circuit_shared_detach(b);
 }
 
+/* SH2 with threads: while one thread of the process is stalled inside its
+ * observe, its other threads make transitions that wait for it. The first
+ * CIRCUIT_SHARED_TRANSITION_POOL waiting records come from the handle's
+ * pool (no allocation); the one past it is the only allocation, from the
+ * process's heap; all are delivered afterwards, in order, exactly once. */
+typedef struct stall {
+    sem_t inside, go;
+    int64_t calls;
+    uint64_t gens[CIRCUIT_SHARED_TRANSITION_POOL + 8];
+    int n;
+} stall;
+
+static void stall_obs(void *arg, void *ctx, const circuit_transition *t)
+{
+    (void)ctx;
+    stall *st = arg;
+    if (st->n < (int)(sizeof st->gens / sizeof st->gens[0]))
+        st->gens[st->n] = t->generation;
+    if (st->n++ == 0) {
+        sem_post(&st->inside);
+        sem_wait(&st->go);
+    }
+}
+
+static void *isolate_once(void *arg)
+{
+    circuit_isolate(arg, NULL); /* makes generation 1 and delivers: stalls */
+    return NULL;
+}
+
+Test(sh, SH2_no_allocation_while_its_observe_is_stalled_up_to_the_pool)
+{
+    seen unused = {0};
+    stall st;
+    memset(&st, 0, sizeof st);
+    sem_init(&st.inside, 0, 0);
+    sem_init(&st.go, 0, 0);
+    circuit_spec sp = spec_of(&unused, 4, 1);
+    sp.observe = stall_obs;
+    sp.observe_arg = &st;
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, isolate_once, b), 0);
+    sem_wait(&st.inside); /* generation 1 is in observe: its record is held */
+    int64_t before = A_LOAD(&alloc_calls);
+    int made = 1;
+    /* reset, isolate, ...: each a transition that waits for the stalled
+     * observe, until the pool is used up */
+    while (made < CIRCUIT_SHARED_TRANSITION_POOL) {
+        if (made % 2 == 1)
+            circuit_reset(b, NULL);
+        else
+            circuit_isolate(b, NULL);
+        made++;
+    }
+    cr_expect_eq(A_LOAD(&alloc_calls) - before, 0,
+                 "%lld allocations with %d transitions waiting (the pool holds %d)",
+                 (long long)(A_LOAD(&alloc_calls) - before), made, CIRCUIT_SHARED_TRANSITION_POOL);
+    circuit_stats s;
+    circuit_get_stats(b, &s);
+    cr_expect_eq(s.transitions, (uint64_t)made);
+    /* one more than the pool: the one allocation */
+    if (made % 2 == 1)
+        circuit_reset(b, NULL);
+    else
+        circuit_isolate(b, NULL);
+    made++;
+    cr_expect_eq(A_LOAD(&alloc_calls) - before, 1, "past the pool: one record from the heap");
+    sem_post(&st.go);
+    pthread_join(th, NULL);
+    cr_expect_eq(st.n, made, "%d transitions made, %d delivered", made, st.n);
+    for (int i = 0; i < made && i < st.n; i++)
+        cr_expect_eq(st.gens[i], (uint64_t)i + 1, "delivery %d: generation %llu", i,
+                     (unsigned long long)st.gens[i]);
+    circuit_shared_detach(b);
+    sem_destroy(&st.inside);
+    sem_destroy(&st.go);
+    munmap(m, len);
+}
+
 /* ---- SH3: each transition to the observe of the process that made it ------ */
 
 Test(sh, SH3_each_handle_delivers_its_own)
