@@ -56,8 +56,13 @@
  * once (but for what a dead process had not delivered).
  *
  * Not covered: sharing across machines or across kernels (the memory must
- * be coherent between the CPUs of one host), and processes of different
- * builds of the library (the layout version refuses them, SH5).
+ * be coherent between the CPUs of one host); processes of different
+ * builds of the library (the layout version refuses them, SH5); processes
+ * in different pid namespaces (a role's owner is named by its pid, which
+ * another namespace may not see or may reuse: the takeover needs one
+ * namespace); a handle used in a process other than the one that attached
+ * it (a forked child attaches its own; a copied handle would name the wrong
+ * process as a role's owner).
  */
 #ifndef CIRCUIT_SHARED_H
 #define CIRCUIT_SHARED_H
