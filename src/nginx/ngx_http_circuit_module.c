@@ -149,6 +149,7 @@ typedef struct {
     circuit_ticket                  ticket;
     ngx_flag_t                      live;       /* the ticket awaits settling */
     ngx_http_circuit_server_t      *current;
+    ngx_event_t                     deadline;   /* a probe's: probe-timeout in all */
 } ngx_http_circuit_peer_data_t;
 
 /* Per request: set when every server rejected (the filters' 503). */
@@ -1198,6 +1199,9 @@ ngx_http_circuit_cleanup(void *data)
 {
     ngx_http_circuit_peer_data_t  *cp = data;
 
+    if (cp->deadline.timer_set) {
+        ngx_del_timer(&cp->deadline);
+    }
     if (cp->live) {
         cp->live = 0;
         ngx_http_circuit_live--;
@@ -1271,16 +1275,51 @@ ngx_http_circuit_find(ngx_http_circuit_srv_conf_t *ucf, ngx_peer_connection_t *p
 }
 
 
+/* A probe's deadline: its origin connection has not finished within
+ * probe-timeout of its admission (a body that trickles, each gap shorter
+ * than the read timeout). The upstream's read event is made to time out
+ * as nginx's own timer would: nginx ends the try (next upstream, or the
+ * response cut short) and free_peer counts the timeout as a failure. */
+static void
+ngx_http_circuit_deadline(ngx_event_t *ev)
+{
+    ngx_http_circuit_peer_data_t  *cp = ev->data;
+    ngx_http_upstream_t           *u = cp->r->upstream;
+    ngx_connection_t              *c;
+
+    if (!cp->live || u == NULL || u->peer.connection == NULL) {
+        return;
+    }
+    c = u->peer.connection;
+    ngx_log_error(NGX_LOG_INFO, ev->log, 0,
+                  "circuit: probe of %V still running at its probe-timeout: "
+                  "timed out", &cp->current->label);
+    c->read->timedout = 1;
+    ngx_post_event(c->read, &ngx_posted_events);
+}
+
+
 /* A probe waits at most probe-timeout for its connect, send and read, so
  * that it does not outlive its probe slot: the request gets its own copy
- * of the location's upstream settings with the timeouts cut. */
+ * of the location's upstream settings with the timeouts cut, and a
+ * deadline for the whole try (a body trickling in gaps shorter than the
+ * read timeout), a little before the slot's own timeout. */
 static ngx_int_t
-ngx_http_circuit_probe_timeouts(ngx_http_request_t *r,
+ngx_http_circuit_probe_timeouts(ngx_http_circuit_peer_data_t *cp,
     ngx_http_circuit_srv_conf_t *ucf)
 {
+    ngx_http_request_t        *r = cp->r;
     ngx_http_upstream_t       *u = r->upstream;
     ngx_http_upstream_conf_t  *conf;
-    ngx_msec_t                 ms;
+    ngx_msec_t                 ms, total;
+
+    total = (ngx_msec_t) (ucf->p.probe_timeout_ns / 1000000);
+    total = total > 20 ? total - 10 : (total > 1 ? total - 1 : 1);
+    cp->deadline.handler = ngx_http_circuit_deadline;
+    cp->deadline.data = cp;
+    cp->deadline.log = r->connection->log;
+    cp->deadline.cancelable = 1;
+    ngx_add_timer(&cp->deadline, total);
 
     ms = (ngx_msec_t) ((ucf->p.probe_timeout_ns + 999999) / 1000000);
     if (u->conf->connect_timeout <= ms && u->conf->send_timeout <= ms
@@ -1341,7 +1380,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             ngx_http_circuit_live++;
             cp->current = s;
             if (circuit_get_state(s->b) == CIRCUIT_HALF_OPEN
-                && ngx_http_circuit_probe_timeouts(cp->r, ucf) != NGX_OK)
+                && ngx_http_circuit_probe_timeouts(cp, ucf) != NGX_OK)
             {
                 return NGX_ERROR;
             }
@@ -1396,6 +1435,9 @@ ngx_http_circuit_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_uint_t                     status = 0;
     ngx_connection_t              *c = pc->connection;
 
+    if (cp->deadline.timer_set) {
+        ngx_del_timer(&cp->deadline);
+    }
     if (cp->live) {
         cp->live = 0;
         ngx_http_circuit_live--;

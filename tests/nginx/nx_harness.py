@@ -238,10 +238,13 @@ class HungOrigin:
     """Listens on ports, accepts every connection and never answers (it
     holds the sockets until stop); counts the connections accepted. With
     `first`, it sends those bytes (e.g. a status line and headers) and then
-    hangs."""
+    hangs. With `trickle` (seconds), from connection `trickle_from` (1 is the
+    first) on, it then sends one more byte every `trickle` seconds: a body
+    whose gaps stay under a read timeout while the whole never ends."""
 
-    def __init__(self, ports, first=b""):
+    def __init__(self, ports, first=b"", trickle=None, trickle_from=1):
         self.first = first
+        self.trickle, self.trickle_from = trickle, trickle_from
         self.ports = list(ports)
         self.accepted = {p: 0 for p in self.ports}
         self.socks, self.held = [], []
@@ -273,11 +276,25 @@ class HungOrigin:
             with self.lock:
                 self.accepted[port] += 1
                 self.held.append(c)
-            if self.first:
+                n = self.accepted[port]
+            if self.trickle and n >= self.trickle_from:
+                t = threading.Thread(target=self._trickle, args=(c,), daemon=True)
+                t.start()
+                self.threads.append(t)
+            elif self.first:
                 try:
                     c.sendall(self.first)
                 except OSError:
                     pass
+
+    def _trickle(self, c):
+        try:
+            c.sendall(self.first)
+            while not self.stopping:
+                time.sleep(self.trickle)
+                c.sendall(b"x")
+        except OSError:
+            pass
 
     def stop(self):
         self.stopping = True

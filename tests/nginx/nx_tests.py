@@ -156,6 +156,63 @@ def NX4_timeout_after_the_status_is_a_failure(work, module):
 
 
 # --------------------------------------------------------------------------
+# NX4 (and P1): a probe whose body trickles ends at probe-timeout
+# --------------------------------------------------------------------------
+
+def NX4_P1_a_trickling_probe_ends_at_probe_timeout(work, module):
+    """Each gap of the body is shorter than every nginx timeout, so only the
+    module's deadline can end the probe: the whole body would take 200 s."""
+    port = free_port()
+    origin = HungOrigin([port], first=b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+                        trickle=0.2, trickle_from=2)
+    body = upstream_block("tk", [port], "circuit_breaker policy=consecutive:1 open-for=1s "
+                                        "probe-timeout=1s;")
+    server = ("        location /tk/ { proxy_pass http://tk/; proxy_read_timeout 1500ms; }\n")
+    proxy = Proxy(work / "proxy", module, body, server_body=server)
+    name = "tk/127.0.0.1:%d" % port
+    try:
+        origin.start()
+        proxy.start()
+        try:  # connection 1: headers, then nothing: a read timeout trips it
+            proxy.get("/tk/x", timeout_s=10)
+        except Exception:  # noqa: BLE001 - a response cut short (IncompleteRead)
+            pass
+        st = stats(proxy.metrics(), name)
+        check(st["state"] == "open", "the body's read timeout trips it (%s)" % st)
+        time.sleep(1.2)
+        t0 = time.monotonic()
+        got = b""
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+        try:
+            s.sendall(b"GET /tk/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except OSError:
+            pass
+        finally:
+            s.close()
+        took = time.monotonic() - t0
+        check(origin.accepted[port] == 2, "the probe reached the origin (%d connections)"
+              % origin.accepted[port])
+        check(took < 10.0 and got.startswith(b"HTTP/1.1 200") and len(got) < 1000,
+              "the probe's response was cut at its deadline: %.2f s, %d bytes (the whole body "
+              "would take 200 s)" % (took, len(got)))
+        st = wait_for("the probe settled", lambda: (lambda x: x if x["admitted"] == 2 and
+                                                    x["failures"] + x["late"] == 2 else None)(
+            stats(proxy.metrics(), name)), timeout_s=5)
+        check(st is not None and st["successes"] == 0 and st["state"] == "open",
+              "the cut probe counts as a failure and reopens the breaker (%s)" % st)
+        check(st is not None and (st["late"] == 0 or st["timed_out"] == 1),
+              "settled once: a failure, or late after its slot timed out (%s)" % st)
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+# --------------------------------------------------------------------------
 # NX3, NX4: outage phases, against nginx's max_fails in the same run
 # --------------------------------------------------------------------------
 
@@ -491,6 +548,7 @@ def NX5_reload_keeps_unchanged_breakers(work, module):
 TESTS = {f.__name__: f for f in (
     NX2_bad_directives_fail_nginx_t,
     NX4_timeout_after_the_status_is_a_failure,
+    NX4_P1_a_trickling_probe_ends_at_probe_timeout,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
     NX1_NX6_one_breaker_across_workers,
     NX5_sigkill_worker_during_traffic_exact_counts,
