@@ -542,17 +542,12 @@ bool circuit_done(circuit_ticket *t, int result)
     /* acquire: the epoch's cells as its start left them (word.h) */
     if (__builtin_expect(circuit__mirror_ld(b) != word, 0))
         return done_rest(tk, status, o, kept, true);
-    uint64_t *cell = &tk->at.unit->cell;
-    uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
-    CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
-    /* v + 1 carries into the epoch when the count is at its limit */
-    while (((v + 1) ^ word) >> 32 == 0) {
-        /* relaxed: a seal is an RMW on this cell, so it reads this count or
-         * makes this CAS fail (table: pcpu[].cell) */
-        if (circuit__cas_rlx(cell, &v, v + 1)) {
-            circuit__deliver_pending(b);
-            return true;
-        }
+    /* the mirror word's bits 32-62 are the epoch, bit 63 clear: the
+     * cell's high half while it counts this epoch */
+    uint64_t v;
+    if (circuit__cell_add(&tk->at.unit->cell, word, &v)) {
+        circuit__deliver_pending(b);
+        return true;
     }
     return done_rest(tk, status, o, kept, true);
 }

@@ -215,15 +215,9 @@ circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t
             continue;
         }
         uint32_t epoch = circuit__closed_epoch(lo);
-        /* relaxed: the CAS below decides */
-        uint64_t v = circuit__ld_rlx(cell);
-        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
-        while (circuit__cell_epoch(v) == epoch && !(v & CIRCUIT__CELL_SEALED) && circuit__cell_count(v) < CIRCUIT__CELL_COUNT_MAX) {
-            /* relaxed: a seal is an RMW on this cell, so it reads this
-             * count or makes this CAS fail */
-            if (circuit__cas_rlx(cell, &v, v + 1))
-                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
-        }
+        uint64_t v;
+        if (circuit__cell_add(cell, circuit__cell_make(epoch, 0), &v))
+            return CIRCUIT__COUNTED; /* L6: on this CPU's line */
         /* acquire: if sealed, the intent word behind the seal is seen below */
         v = circuit__ld_acq(cell);
         if (circuit__cell_epoch(v) == epoch && !(v & CIRCUIT__CELL_SEALED)) {

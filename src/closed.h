@@ -19,6 +19,26 @@ void circuit__complete(circuit_breaker *b, circuit__u128 wi, int64_t *now, bool 
  * of another epoch or at its limit */
 circuit__closed_result circuit__closed_success_slow(circuit_breaker *b, uint32_t gen,
                                                    void *call_ctx, uint64_t m, uint64_t *cell);
+/* One more closed success on this CPU's cell (L6), while the cell is of the
+ * epoch in bits 32-62 of `hi` (a mirror value, or circuit__cell_make(e, 0)),
+ * unsealed and below its limit: then v + 1 has the same high half as `hi`
+ * (the count does not carry into it), one compare. False, with *v the cell
+ * as last read, as soon as one of those fails. The one home of the cell's
+ * count loop: circuit_done's fast path, circuit__closed_success and its
+ * slow path all count through it. */
+static inline bool circuit__cell_add(uint64_t *cell, uint64_t hi, uint64_t *v)
+{
+    *v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
+    CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
+    while (((*v + 1) ^ hi) >> 32 == 0) {
+        /* relaxed: a seal is an RMW on this cell, so it reads this count or
+         * makes this CAS fail (table: pcpu[].cell) */
+        if (circuit__cas_rlx(cell, v, *v + 1))
+            return true;
+    }
+    return false;
+}
+
 static inline circuit__closed_result circuit__closed_success(circuit_breaker *b, uint32_t gen,
                                                              void *call_ctx, circuit__pcpu *unit)
 {
@@ -28,19 +48,10 @@ static inline circuit__closed_result circuit__closed_success(circuit_breaker *b,
      * an unsealed cell of e counts the success in gen without reading the
      * word, whose line every failure takes. acquire: the epoch's cells as
      * its start left them. */
-    uint64_t m = circuit__mirror_ld(b);
-    if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen) {
-        uint32_t epoch = circuit__closed_epoch(m);
-        uint64_t v = circuit__ld_rlx(cell); /* relaxed: the CAS below decides */
-        CIRCUIT__HOOK(CIRCUIT_TP_FAST_BEFORE_COUNT);
-        while (circuit__cell_epoch(v) == epoch && !(v & CIRCUIT__CELL_SEALED) &&
-               circuit__cell_count(v) < CIRCUIT__CELL_COUNT_MAX) {
-            /* relaxed: a seal is an RMW on this cell, so it reads this
-             * count or makes this CAS fail */
-            if (circuit__cas_rlx(cell, &v, v + 1))
-                return CIRCUIT__COUNTED; /* L6: on this CPU's line */
-        }
-    }
+    uint64_t m = circuit__mirror_ld(b), v;
+    if (circuit__code(m) == CIRCUIT__ST_CLOSED && circuit__gen(m) == gen &&
+        circuit__cell_add(cell, circuit__cell_make(circuit__closed_epoch(m), 0), &v))
+        return CIRCUIT__COUNTED; /* L6: on this CPU's line */
     return circuit__closed_success_slow(b, gen, call_ctx, m, cell);
 }
 circuit__closed_result circuit__closed_failure(circuit_breaker *b, uint32_t gen, int64_t *now,
