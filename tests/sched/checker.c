@@ -53,6 +53,8 @@ static struct {
      * setup's handle) */
     void *region;
     size_t region_len;
+    void *arena_mem;              /* arena scenarios: [arena][neighbour] (region apart) */
+    circuit_breaker *neighbour;
     circuit_breaker *h[SCHED_MAX_THREADS];
     int proc_tag[SCHED_MAX_THREADS + 1];
     circuit_spec spec;
@@ -786,9 +788,32 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     if (sc->shared) {
         /* SH1: one region, a handle per process; the setup's handle is
          * process 0 (never dies: its flushes are never taken over) */
-        C.region_len = circuit_shared_size(&sc->config);
-        if (posix_memalign(&C.region, CIRCUIT_SHARED_ALIGN, C.region_len) != 0 ||
-            circuit_shared_init(C.region, C.region_len, &C.spec, NULL, 0) != 0) {
+        if (sc->arena) {
+            /* one block: [arena of 2][neighbour, unit 0][the breaker, unit 1] */
+            size_t a = (circuit_shared_arena_size(2) + 63) / 64 * 64;
+            size_t each = (circuit_shared_size_in_arena(&sc->config) + 63) / 64 * 64;
+            if (posix_memalign(&C.arena_mem, CIRCUIT_SHARED_ALIGN, a + 2 * each) != 0 ||
+                circuit_shared_arena_init(C.arena_mem, a, 2, NULL, 0) != 0 ||
+                circuit_shared_init_in_arena((char *)C.arena_mem + a, each, C.arena_mem, &C.spec,
+                                             NULL, 0) != 0 ||
+                circuit_shared_attach(&C.neighbour, (char *)C.arena_mem + a, each, &C.spec, NULL,
+                                      0) != 0) {
+                fprintf(stderr, "checker: %s: the arena refused the scenario\n", sc->name);
+                exit(2);
+            }
+            C.region = (char *)C.arena_mem + a + each;
+            C.region_len = each;
+        } else {
+            C.region_len = circuit_shared_size(&sc->config);
+            if (posix_memalign(&C.region, CIRCUIT_SHARED_ALIGN, C.region_len) != 0) {
+                fprintf(stderr, "checker: %s: out of memory\n", sc->name);
+                exit(2);
+            }
+        }
+        int rc = sc->arena ? circuit_shared_init_in_arena(C.region, C.region_len, C.arena_mem,
+                                                          &C.spec, NULL, 0)
+                           : circuit_shared_init(C.region, C.region_len, &C.spec, NULL, 0);
+        if (rc != 0) {
             fprintf(stderr, "checker: %s: circuit_shared_init refused the scenario\n", sc->name);
             exit(2);
         }
@@ -854,6 +879,21 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
     all_ended = !C.died && r->verdict == SCHED_OK;
     op_clocks();
     bool ok = r->verdict == SCHED_OK;
+    if (ok && C.neighbour) {
+        /* L5: the neighbour's units share each CPU's line with the
+         * breaker's; nothing the run did may show in its counts */
+        circuit_stats nb;
+        circuit_get_stats(C.neighbour, &nb);
+        if (nb.admitted || nb.rejected || nb.successes || nb.failures || nb.ignored || nb.late ||
+            nb.released || nb.timed_out || nb.transitions || nb.state != CIRCUIT_CLOSED) {
+            r->verdict = SCHED_FAILED;
+            snprintf(r->message, sizeof r->message,
+                     "L5: the arena neighbour counted what it never saw: admitted %" PRIu64
+                     " successes %" PRIu64 " failures %" PRIu64 " transitions %" PRIu64,
+                     nb.admitted, nb.successes, nb.failures, nb.transitions);
+            ok = false;
+        }
+    }
     if (ok && !sc->no_model) {
         circuit_get_stats(C.b, &final_real);
         final_pending = circuit_test_pending(C.b);
@@ -917,7 +957,9 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         for (int t = 0; t < n; t++)
             if (!(t == 1 && sc->share01))
                 circuit_shared_detach(C.h[t]);
-        free(C.region);
+        if (C.neighbour)
+            circuit_shared_detach(C.neighbour);
+        free(C.arena_mem ? C.arena_mem : C.region);
     } else {
         circuit_free(C.b);
     }
@@ -1073,6 +1115,12 @@ static const scenario scenarios[] = {
      .config = CFG(8, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
      .threads = {"asasas", "afx", "asx"}, .ncpu = 2, .migrate = true, .max_deaths = 1,
      .shared = true},
+    {.name = "shared_arena_cells",
+     .rules = "L5 SH1 SH2 M1 L6",
+     .about = "shared_cells with the per-CPU units in an arena, beside a neighbour's on each line",
+     .config = CFG(8, 1, 1000, 5000), .trip_failures = 2, .close_successes = 1,
+     .threads = {"asasas", "afx", "asx"}, .ncpu = 2, .migrate = true, .max_deaths = 1,
+     .shared = true, .arena = true},
     {.name = "descriptor_tags",
      .rules = "L1 C4",
      .about = "a reset stopped before its descriptor CAS while 8 191 closed states pass",

@@ -56,6 +56,9 @@ typedef struct scenario {
                                    * that dies is a dead process */
     bool share01;                 /* shared: threads 0 and 1 are one process (one handle,
                                    * proc id 1): SH3's per-process order with two makers */
+    bool arena;                   /* shared: the breaker's per-CPU part is unit 1 of an
+                                   * arena whose unit 0 is a neighbour breaker nobody
+                                   * calls: it must end with every count 0 (L5) */
 } scenario;
 
 /*
