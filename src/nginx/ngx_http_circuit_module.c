@@ -99,6 +99,7 @@ typedef struct {
 
 struct ngx_http_circuit_srv_conf_s {
     ngx_flag_t                          enabled;
+    ngx_flag_t                          initialized; /* its init_upstream ran */
     ngx_str_t                           name;       /* the upstream's */
     ngx_str_t                           params_key;
     ngx_http_circuit_params_t           p;
@@ -819,6 +820,7 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
         }
     }
 
+    ucf->initialized = 1;
     if (ucf->original_init_upstream(cf, us) != NGX_OK) {
         return NGX_ERROR;
     }
@@ -1362,16 +1364,23 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
         if (rc == NGX_BUSY && asked > 0) {
             break;          /* every server it had left rejected */
         }
-        if (rc != NGX_OK) {
+        if (rc != NGX_OK && rc != NGX_DONE) {
             return rc;      /* the balancer's own answer */
         }
+        /* NGX_DONE: keepalive (placed before circuit_breaker, so wrapped by
+         * it) chose the server and hands a cached connection to it; the
+         * breaker decides as for a new connection */
         s = ngx_http_circuit_find(ucf, pc, &idx);
         if (s == NULL || s->b == NULL) {
-            return NGX_OK;  /* an address not known at configuration */
+            return rc;      /* an address not known at configuration */
         }
         if (idx < 256 && (tried[idx / 64] & ((uint64_t) 1 << (idx % 64)))) {
             /* the balancer offers a server that already rejected: it has
              * no other (e.g. a single server); give it back */
+            if (rc == NGX_DONE && pc->connection != NULL) {
+                ngx_close_connection(pc->connection);
+                pc->connection = NULL;
+            }
             cp->original_free_peer(pc, cp->data, 0);
             break;
         }
@@ -1384,7 +1393,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             {
                 return NGX_ERROR;
             }
-            return NGX_OK;
+            return rc;
         }
         /* Retry-After: the shortest wait; an isolated server (no wait
          * known, 0) only when every server is */
@@ -1394,7 +1403,12 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             best_secs = secs;
             have_best = true;
         }
-        /* like a down server: back to the balancer, not as a failure */
+        /* like a down server: back to the balancer, not as a failure; a
+         * cached connection keepalive handed over is closed, not used */
+        if (rc == NGX_DONE && pc->connection != NULL) {
+            ngx_close_connection(pc->connection);
+            pc->connection = NULL;
+        }
         cp->original_free_peer(pc, cp->data, 0);
         if (idx < 256) {
             tried[idx / 64] |= (uint64_t) 1 << (idx % 64);
@@ -1692,7 +1706,10 @@ ngx_http_circuit_postconfiguration(ngx_conf_t *cf)
 
     /* A balancing directive after circuit_breaker (least_conn, hash, ...)
      * replaces its peer initialisation, which would leave the upstream
-     * without breakers: refuse that configuration, naming the upstream. */
+     * without breakers: refuse that configuration, naming the upstream.
+     * (keepalive after circuit_breaker wraps it and calls it: its
+     * init_upstream ran, which is what is asked.) Runs after the upstream
+     * module's init_main_conf, which calls every init_upstream. */
     umcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_upstream_module);
     if (umcf != NULL) {
         uscfp = umcf->upstreams.elts;
@@ -1701,9 +1718,7 @@ ngx_http_circuit_postconfiguration(ngx_conf_t *cf)
                 continue;
             }
             ucf = uscfp[i]->srv_conf[ngx_http_circuit_module.ctx_index];
-            if (ucf != NULL && ucf->enabled
-                && uscfp[i]->peer.init_upstream != ngx_http_circuit_init_upstream)
-            {
+            if (ucf != NULL && ucf->enabled && !ucf->initialized) {
                 ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                               "circuit_breaker in upstream \"%V\" in %s:%ui "
                               "must come after the balancing directive "

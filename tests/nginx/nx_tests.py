@@ -156,6 +156,44 @@ def NX4_timeout_after_the_status_is_a_failure(work, module):
 
 
 # --------------------------------------------------------------------------
+# NX3, NX4 with keepalive, before or after circuit_breaker
+# --------------------------------------------------------------------------
+
+def NX3_NX4_keepalive_either_order(work, module):
+    """keepalive after circuit_breaker wraps it (the breaker decides first,
+    then keepalive looks for a cached connection); before it, keepalive hands
+    a cached connection to the breaker's peer selection (NGX_DONE). Either
+    way every request is admitted or rejected and settled once."""
+    pa, pb = free_port(), free_port()
+    origin = Origin(work / "origin", [pa, pb])
+    cb = "circuit_breaker policy=consecutive:3 open-for=60s;"
+    body = (upstream_block("kafter", [pa], cb + "\n        keepalive 8;") +
+            upstream_block("kbefore", [pb], "keepalive 8;\n        " + cb))
+    server = "".join("        location /%s/ { proxy_pass http://%s/; proxy_http_version 1.1; "
+                     "proxy_set_header Connection \"\"; }\n" % (u, u)
+                     for u in ("kafter", "kbefore"))
+    proxy = Proxy(work / "proxy", module, body, server_body=server)
+    try:
+        origin.start()
+        proxy.start()
+        for u, port in (("kafter", pa), ("kbefore", pb)):
+            for _ in range(5):
+                proxy.get("/%s/" % u)
+            codes = [proxy.get("/%s/fail" % u)[0] for _ in range(10)]
+            st = stats(proxy.metrics(), "%s/127.0.0.1:%d" % (u, port))
+            check(codes == [500] * 3 + [503] * 7,
+                  "%s: 3 failures trip it, then 503 at once (%s)" % (u, codes))
+            check(st["admitted"] == 8 and st["successes"] == 5 and st["failures"] == 3 and
+                  st["rejected"] == 7 and st["state"] == "open",
+                  "%s: every request admitted or rejected, each settled once (%s)" % (u, st))
+            check(origin.hits(port) == 8, "%s: the origin saw 8 requests, not 15 (%d)"
+                  % (u, origin.hits(port)))
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+# --------------------------------------------------------------------------
 # NX4 (and P1): a probe whose body trickles ends at probe-timeout
 # --------------------------------------------------------------------------
 
@@ -549,6 +587,7 @@ TESTS = {f.__name__: f for f in (
     NX2_bad_directives_fail_nginx_t,
     NX4_timeout_after_the_status_is_a_failure,
     NX4_P1_a_trickling_probe_ends_at_probe_timeout,
+    NX3_NX4_keepalive_either_order,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
     NX1_NX6_one_breaker_across_workers,
     NX5_sigkill_worker_during_traffic_exact_counts,
