@@ -21,13 +21,14 @@
  *
  * Processes and death (SH2). After circuit_shared_init, no function a
  * worker calls on a handle takes a lock that another process could hold,
- * and none allocates while at most CIRCUIT_SHARED_TRANSITION_POOL (63)
- * transitions made by that process wait for its observe. More can wait
- * only while one of its threads is inside its observe (stalled, or calling
- * the breaker) and its other threads, or that observe, make 63 more: never
- * in a single-threaded worker whose observe does not call the breaker
- * (nginx's). Beyond that the record is malloc'ed from the process's own
- * heap, never shared, rather than lost or waited for. A process
+ * and none allocates while at most CIRCUIT_TRANSITION_POOL (4) transitions
+ * per handle, and CIRCUIT_SHARED_TRANSITION_POOL (63) more in the whole
+ * process, wait for their observe. More can wait only while a thread of
+ * the process is inside an observe (stalled, or calling the breaker) and
+ * its other threads, or that observe, make that many more: never in a
+ * single-threaded worker whose observe does not call the breaker (nginx's).
+ * Past that the record is malloc'ed from the process's own heap, never
+ * shared, rather than lost or waited for. A process
  * killed at any instruction (SIGKILL, the OOM killer, a crash) leaves every
  * other process the whole function of the breaker:
  *   - no lock and no role stays held: a role it held inside the shared
@@ -80,9 +81,10 @@ extern "C" {
  *  nginx's slab pages give more). */
 #define CIRCUIT_SHARED_ALIGN 64
 
-/** Transition records in each handle's pool (circuit_new's breaker has
- *  CIRCUIT_TRANSITION_POOL): a process allocates nothing while at most this
- *  many of its own transitions wait for its observe (SH2). */
+/** Transition records a process keeps for all its shared handles, beyond
+ *  each handle's own CIRCUIT_TRANSITION_POOL (6 KB of the library's static
+ *  memory, never shared): a process allocates nothing while at most this
+ *  many more of its transitions wait for its observes (SH2). */
 #define CIRCUIT_SHARED_TRANSITION_POOL 63
 
 /** The layout version that circuit_shared_init writes and
@@ -240,8 +242,8 @@ CIRCUIT_API int circuit_shared_init(void *mem, size_t len, const circuit_spec *s
  * The handle is process-local (malloc'ed): it holds this process's
  * callbacks, its transition delivery (SH3: this process's observe gets the
  * transitions its own calls make), its own view of where the parts are
- * mapped, and a pool of CIRCUIT_SHARED_TRANSITION_POOL transition records
- * (about 7 KB per handle on x86-64). Every
+ * mapped, and a pool of CIRCUIT_TRANSITION_POOL transition records (about
+ * 700 bytes in all on x86-64). Every
  * function of circuit.h takes it where it takes a circuit_breaker, from
  * any thread of this process; a handle must not be used in another process
  * (after fork, the child attaches its own). A process may attach several

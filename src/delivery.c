@@ -11,7 +11,9 @@
  *     role, and the holder looks at the stack again after giving it back
  *     (O3);
  *   - a record comes from the breaker's pool (no allocation while the pool
- *     has one, T7), and goes back to it by the deliverer's release.
+ *     has one, T7), or for a shared handle from the process's reserve that
+ *     all its shared handles share (SH2), and goes back where it came from
+ *     by the deliverer's release.
  * Publishing, the hand-off, why no RCU is needed, unwinding (O5):
  * docs/design/delivery.md.
  */
@@ -22,50 +24,83 @@
 #include "delivery.h"
 
 #define POOL_ALL ((UINT64_C(1) << CIRCUIT_TRANSITION_POOL) - 1)
-_Static_assert(CIRCUIT_SHARED_TRANSITION_POOL >= CIRCUIT_TRANSITION_POOL &&
-                   CIRCUIT_SHARED_TRANSITION_POOL < 64,
-               "a shared handle's pool is at least circuit_new's, and its free mask one word");
+
+/* The reserve: records for this process's shared handles once a handle's
+ * own pool is used up, before any malloc (SH2). Taken and given back by CAS
+ * on one free mask, as a pool's records are; process memory, never shared. */
+_Static_assert(CIRCUIT_SHARED_TRANSITION_POOL >= 1 && CIRCUIT_SHARED_TRANSITION_POOL < 64,
+               "the reserve's free mask is one 64-bit word");
+static circuit__node reserve[CIRCUIT_SHARED_TRANSITION_POOL];
+static uint64_t reserve_free = (UINT64_C(1) << CIRCUIT_SHARED_TRANSITION_POOL) - 1;
 
 void circuit__delivery_init(circuit_breaker *b)
 {
     __cds_lfs_init(&b->stack);
-    if (!b->pool_at) { /* circuit_new: the handle's own; attach set a larger one */
-        b->pool_at = b->pool;
-        b->pool_all = POOL_ALL;
-    }
-    b->pool_free = b->pool_all;
+    b->pool_free = POOL_ALL;
     b->pending = 0;
     b->delivering = 0;
     b->held = NULL;
     b->next_gen = 1;
     b->making = 0;
-    for (int i = 0; i < __builtin_popcountll(b->pool_all); i++)
-        cds_lfs_node_init(&b->pool_at[i].lfs);
+    for (int i = 0; i < CIRCUIT_TRANSITION_POOL; i++)
+        cds_lfs_node_init(&b->pool[i].lfs);
 }
 
-/* A record of the pool (its index), or -1: malloc'ed. */
+/* A record of the pool (its index), or -1: the reserve's or malloc'ed. */
 static int node_pooled(const circuit_breaker *b, const circuit__node *n)
 {
-    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)b->pool_at;
-    if (p < p0 || p >= p0 + (size_t)__builtin_popcountll(b->pool_all) * sizeof *n)
+    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)&b->pool[0];
+    if (p < p0 || p >= p0 + sizeof b->pool)
         return -1;
     return (int)((p - p0) / sizeof *n);
+}
+
+/* A record of the reserve (its index), or -1. */
+static int node_reserved(const circuit__node *n)
+{
+    uintptr_t p = (uintptr_t)n, p0 = (uintptr_t)&reserve[0];
+    if (p < p0 || p >= p0 + sizeof reserve)
+        return -1;
+    return (int)((p - p0) / sizeof *n);
+}
+
+/* A free record of `mask` (its index, taken), or -1. */
+static int mask_take(uint64_t *mask)
+{
+    uint64_t w = circuit__ld_rlx(mask); /* relaxed: the CAS below decides */
+    while (w) {
+        int i = __builtin_ctzll(w);
+        /* acquire: our writes into the record follow the deliverer's last
+         * reads of it (its mask_give is a release) */
+        if (circuit__cas_acq(mask, &w, w & ~(UINT64_C(1) << i)))
+            return i;
+    }
+    return -1;
+}
+
+static void mask_give(uint64_t *mask, int i)
+{
+    uint64_t bit = UINT64_C(1) << i;
+    uint64_t w = circuit__ld_rlx(mask); /* relaxed: the CAS below decides */
+    /* release: our reads of the record come before its next owner's writes */
+    while (!circuit__cas_rel(mask, &w, w | bit))
+        ;
 }
 _Static_assert(CIRCUIT_TRANSITION_POOL >= 1 && CIRCUIT_TRANSITION_POOL < 64,
                "the pool's free mask is one 64-bit word");
 
 static circuit__node *node_get(circuit_breaker *b)
 {
-    uint64_t w = circuit__ld_rlx(&b->pool_free); /* relaxed: the CAS below decides */
-    while (w) {
-        int i = __builtin_ctzll(w);
-        /* acquire: our writes into the record follow the deliverer's last
-         * reads of it (its node_put is a release) */
-        if (circuit__cas_acq(&b->pool_free, &w, w & ~(UINT64_C(1) << i)))
-            return &b->pool_at[i];
+    int i = mask_take(&b->pool_free);
+    if (i >= 0)
+        return &b->pool[i];
+    if (b->shared && (i = mask_take(&reserve_free)) >= 0) {
+        cds_lfs_node_init(&reserve[i].lfs);
+        return &reserve[i];
     }
-    /* More transitions pending than the pool holds: the only allocation on
-     * the call paths (T7). */
+    /* More transitions pending than the pool (and for a shared handle, the
+     * process's reserve) holds: the only allocation on the call paths (T7,
+     * SH2). */
     circuit__node *n = malloc(sizeof *n);
     if (!n)
         circuit__abort("out of memory while publishing a transition (more than %d pending)",
@@ -77,15 +112,12 @@ static circuit__node *node_get(circuit_breaker *b)
 static void node_put(circuit_breaker *b, circuit__node *n)
 {
     int i = node_pooled(b, n);
-    if (i < 0) {
+    if (i >= 0)
+        mask_give(&b->pool_free, i);
+    else if ((i = node_reserved(n)) >= 0)
+        mask_give(&reserve_free, i);
+    else
         free(n);
-        return;
-    }
-    uint64_t bit = UINT64_C(1) << i;
-    uint64_t w = circuit__ld_rlx(&b->pool_free); /* relaxed: the CAS below decides */
-    /* release: our reads of the record come before its next owner's writes */
-    while (!circuit__cas_rel(&b->pool_free, &w, w | bit))
-        ;
 }
 
 void circuit__publish(circuit_breaker *b, const circuit_transition *tr, void *call_ctx)
@@ -240,7 +272,6 @@ void circuit__delivery_destroy(circuit_breaker *b)
     while (b->held) {
         circuit__node *n = b->held;
         b->held = n->next;
-        if (node_pooled(b, n) < 0)
-            free(n);
+        node_put(b, n); /* a reserve's record goes back to the reserve */
     }
 }

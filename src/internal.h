@@ -214,8 +214,8 @@ enum circuit__total {
  *                                                                              Dekker with the stack: fence_sc
  * stack          publish (cds_lfs_push)             deliverer (pop_all)        liburcu's own orders; TSan marks
  *                                                                              (tsan_release/acquire) on the record
- * pool_free      publisher takes a bit (cas_acq),   node_get / node_put        the deliverer's release hands the
- *                deliverer returns it (cas_rel)     (ld_rlx: the CAS decides)  record to the next publisher
+ * pool_free,     publisher takes a bit (cas_acq),   node_get / node_put        the deliverer's release hands the
+ *  reserve_free  deliverer returns it (cas_rel)     (ld_rlx: the CAS decides)  record to the next publisher
  * ticket status  circuit_allow fills (st_rlx);      done, release (ld_rlx)     closed ticket: one settler, no
  *  (caller's     closed done/release (st_rlx);                                 arbitration (T5); probe ticket:
  *  circuit_      probe done/release (cas_acq_rel)                              acq_rel CAS, exactly one wins and
@@ -299,7 +299,7 @@ struct circuit_breaker {
     circuit__shared *s;                    /* the shared state (read-only pointer) */
     uint64_t delivering;                   /* 1 while a thread holds the delivery role */
     struct __cds_lfs_stack stack;          /* published records */
-    uint64_t pool_free;                    /* bit i set: pool_at[i] is free */
+    uint64_t pool_free;                    /* bit i set: pool[i] is free */
     uint64_t making;                       /* shared mode: this process's transition makers
                                             * between their core CAS and their push */
     uint32_t proc;                         /* shared mode: this process's id (its pid), 0 for
@@ -311,10 +311,6 @@ struct circuit_breaker {
     circuit__node *held;                   /* records waiting for an earlier generation */
     uint64_t next_gen;                     /* 64-bit generation of the next delivery */
 
-    circuit__node *pool_at;                /* the pool's records: `pool` (circuit_new), or the
-                                            * CIRCUIT_SHARED_TRANSITION_POOL records after a
-                                            * shared handle; read-only */
-    uint64_t pool_all;                     /* pool_free with every record free; read-only */
     circuit__node pool[CIRCUIT_TRANSITION_POOL];
 };
 

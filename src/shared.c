@@ -405,15 +405,10 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
                          (unsigned long long)r->size);
     if (circuit__msg_end(&m) != 0)
         return EINVAL;
-    /* the handle, then its pool: no allocation while at most that many of
-     * this process's transitions wait for its observe (SH2) */
-    size_t bytes = sizeof(circuit_breaker) + CIRCUIT_SHARED_TRANSITION_POOL * sizeof(circuit__node);
     circuit_breaker *b = NULL;
-    if (posix_memalign((void **)&b, 64, bytes) != 0)
+    if (posix_memalign((void **)&b, 64, sizeof *b) != 0)
         return ENOMEM;
-    memset(b, 0, bytes);
-    b->pool_at = (circuit__node *)(void *)(b + 1);
-    b->pool_all = (UINT64_C(1) << CIRCUIT_SHARED_TRANSITION_POOL) - 1;
+    memset(b, 0, sizeof *b);
     char *base = mem;
     circuit__handle_carve(b, (circuit__shared *)(void *)(base + r->off_shared), base + r->off_arrays,
                           (uint32_t)i->window, (uint32_t)i->probes);
@@ -425,7 +420,7 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
     b->ncpu = r->ncpu;
     b->pcpu0 = ar ? (char *)(uintptr_t)ar + ARENA_HEAD + r->unit * UNIT : base + r->off_pcpu;
     b->pcpu_stride = (uint16_t)r->pcpu_stride;
-    b->footprint = (uint32_t)bytes;
+    b->footprint = (uint32_t)sizeof *b;
     b->proc = self_proc();
     b->shared = 1;
     circuit__delivery_init(b);

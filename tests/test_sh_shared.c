@@ -347,13 +347,15 @@ Test(sh, SH2_no_allocation_after_attach)
 
 /* SH2 with threads: while one thread of the process is stalled inside its
  * observe, its other threads make transitions that wait for it. The first
- * CIRCUIT_SHARED_TRANSITION_POOL waiting records come from the handle's
- * pool (no allocation); the one past it is the only allocation, from the
- * process's heap; all are delivered afterwards, in order, exactly once. */
+ * CIRCUIT_TRANSITION_POOL + CIRCUIT_SHARED_TRANSITION_POOL waiting records
+ * come from the handle's pool and the process's reserve (no allocation);
+ * the one past them is the only allocation, from the process's heap; all
+ * are delivered afterwards, in order, exactly once, and the reserve is
+ * whole again (a second round allocates nothing either). */
 typedef struct stall {
     sem_t inside, go;
-    int64_t calls;
-    uint64_t gens[CIRCUIT_SHARED_TRANSITION_POOL + 8];
+    int stall_at; /* the delivery that stalls */
+    uint64_t gens[2 * (CIRCUIT_TRANSITION_POOL + CIRCUIT_SHARED_TRANSITION_POOL) + 8];
     int n;
 } stall;
 
@@ -363,7 +365,7 @@ static void stall_obs(void *arg, void *ctx, const circuit_transition *t)
     stall *st = arg;
     if (st->n < (int)(sizeof st->gens / sizeof st->gens[0]))
         st->gens[st->n] = t->generation;
-    if (st->n++ == 0) {
+    if (st->n++ == st->stall_at) {
         sem_post(&st->inside);
         sem_wait(&st->go);
     }
@@ -390,36 +392,49 @@ Test(sh, SH2_no_allocation_while_its_observe_is_stalled_up_to_the_pool)
     cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
     circuit_breaker *b;
     cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, isolate_once, b), 0);
-    sem_wait(&st.inside); /* generation 1 is in observe: its record is held */
-    int64_t before = A_LOAD(&alloc_calls);
-    int made = 1;
-    /* reset, isolate, ...: each a transition that waits for the stalled
-     * observe, until the pool is used up */
-    while (made < CIRCUIT_SHARED_TRANSITION_POOL) {
-        if (made % 2 == 1)
+    enum { HELD = CIRCUIT_TRANSITION_POOL + CIRCUIT_SHARED_TRANSITION_POOL };
+    int made = 0;
+    for (int round = 0; round < 2; round++) {
+        /* an isolate whose delivery stalls (reset first when isolated) */
+        if (made % 2 == 1) {
             circuit_reset(b, NULL);
-        else
-            circuit_isolate(b, NULL);
+            made++;
+        }
+        st.stall_at = made;
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, isolate_once, b), 0);
+        sem_wait(&st.inside); /* its record is held by the stalled observe */
         made++;
+        int64_t before = A_LOAD(&alloc_calls);
+        /* reset, isolate, ...: each a transition that waits for the stalled
+         * observe, until pool and reserve are used up */
+        for (int k = 1; k < HELD; k++, made++) {
+            if (made % 2 == 1)
+                circuit_reset(b, NULL);
+            else
+                circuit_isolate(b, NULL);
+        }
+        cr_expect_eq(A_LOAD(&alloc_calls) - before, 0,
+                     "round %d: %lld allocations with %d transitions waiting (pool and reserve "
+                     "hold %d)",
+                     round, (long long)(A_LOAD(&alloc_calls) - before), (int)HELD, (int)HELD);
+        if (round == 0) {
+            /* one more: the one allocation */
+            if (made % 2 == 1)
+                circuit_reset(b, NULL);
+            else
+                circuit_isolate(b, NULL);
+            made++;
+            cr_expect_eq(A_LOAD(&alloc_calls) - before, 1,
+                         "past pool and reserve: one record from the heap");
+        }
+        sem_post(&st.go);
+        pthread_join(th, NULL);
+        cr_expect_eq(st.n, made, "round %d: %d transitions made, %d delivered", round, made, st.n);
     }
-    cr_expect_eq(A_LOAD(&alloc_calls) - before, 0,
-                 "%lld allocations with %d transitions waiting (the pool holds %d)",
-                 (long long)(A_LOAD(&alloc_calls) - before), made, CIRCUIT_SHARED_TRANSITION_POOL);
     circuit_stats s;
     circuit_get_stats(b, &s);
     cr_expect_eq(s.transitions, (uint64_t)made);
-    /* one more than the pool: the one allocation */
-    if (made % 2 == 1)
-        circuit_reset(b, NULL);
-    else
-        circuit_isolate(b, NULL);
-    made++;
-    cr_expect_eq(A_LOAD(&alloc_calls) - before, 1, "past the pool: one record from the heap");
-    sem_post(&st.go);
-    pthread_join(th, NULL);
-    cr_expect_eq(st.n, made, "%d transitions made, %d delivered", made, st.n);
     for (int i = 0; i < made && i < st.n; i++)
         cr_expect_eq(st.gens[i], (uint64_t)i + 1, "delivery %d: generation %llu", i,
                      (unsigned long long)st.gens[i]);
