@@ -123,7 +123,9 @@ CIRCUIT_API size_t circuit_shared_size(const circuit_config *cfg);
  * that the distance between them is the same in every process.
  * For (window 64, probes 1) on 64 CPUs a breaker then takes
  * circuit_shared_size_in_arena = 960 bytes plus 1 024 in the arena:
- * under 2 KB.
+ * under 2 KB. A region is rounded up to a line, so 16 bytes per CPU holds
+ * for arenas of a multiple of 4 units (8 on aarch64); an arena for one
+ * breaker costs a line per CPU, as circuit_shared_init does.
  */
 
 /** The most units one arena holds: its region per CPU stays under 64 KB. */

@@ -435,7 +435,8 @@ static inline void circuit__check_breaker(const circuit_breaker *b, const char *
     if (!b)
         circuit__abort("%s: breaker is NULL", fn);
     if (b->magic != CIRCUIT__MAGIC)
-        circuit__abort("%s: breaker was not built by circuit_new (or was freed)", fn);
+        circuit__abort("%s: breaker is not a live breaker (not built by circuit_new or "
+                       "circuit_shared_attach, or already freed or detached)", fn);
 }
 
 /* ---- small helpers --------------------------------------------------------- */

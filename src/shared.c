@@ -36,6 +36,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -152,6 +153,18 @@ bool circuit__proc_alive(uint32_t id)
 #endif
 }
 
+/* True when the first and last bytes of [p, p + n) are in pages this
+ * process maps (mincore fails with ENOMEM on an unmapped page): attach reads
+ * an arena only where something is mapped, so a breaker whose arena is not
+ * in its mapping is refused rather than a fault. */
+static bool mapped(const void *p, size_t n)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    unsigned char v;
+    uintptr_t first = (uintptr_t)p & ~(pg - 1), last = ((uintptr_t)p + n - 1) & ~(pg - 1);
+    return mincore((void *)first, pg, &v) == 0 && mincore((void *)last, pg, &v) == 0;
+}
+
 /* ---- init ------------------------------------------------------------------ */
 
 /* What is wrong with an arena, for a breaker of this process: NULL if
@@ -163,8 +176,9 @@ static const char *arena_problem(const circuit__arena *a, uint32_t ncpu)
     if (a->layout != CIRCUIT_SHARED_LAYOUT || a->cacheline != CIRCUIT_CACHELINE)
         return "was laid out by another layout version or line size";
     if (a->ncpu != ncpu || a->capacity < 1 || a->capacity > CIRCUIT_SHARED_ARENA_MAX ||
-        a->stride != arena_stride(a->capacity))
-        return "has a damaged header (its CPU count, capacity or stride)";
+        a->stride != arena_stride(a->capacity) ||
+        a->size != ARENA_HEAD + (uint64_t)a->ncpu * a->stride)
+        return "has a damaged header (its CPU count, capacity, stride or size)";
     return NULL;
 }
 
@@ -221,10 +235,15 @@ static int shared_init(void *mem, size_t len, void *arena, const circuit_spec *s
     bool misaligned = ((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0;
     bool arena_misaligned = arena && ((uintptr_t)arena % CIRCUIT_SHARED_ALIGN) != 0;
     const char *arena_bad = arena && !arena_misaligned ? arena_problem(arena, ncpu) : NULL;
+    /* the breaker's bytes must not be the arena's (init would overwrite
+     * units other breakers count on, or the arena's header) */
+    bool overlap = arena && !arena_misaligned && !arena_bad &&
+                   (uintptr_t)mem < (uintptr_t)arena + ((const circuit__arena *)arena)->size &&
+                   (uintptr_t)arena < (uintptr_t)mem + l.size;
     circuit__region *r = mem;
-    if (rc != 0 || small || misaligned || arena_misaligned || arena_bad) {
+    if (rc != 0 || small || misaligned || arena_misaligned || arena_bad || overlap) {
         circuit__msg m;
-        circuit__msg_start(&m, errbuf, errbuf_len, rc ? "circuit_config" : fn);
+        circuit__msg_start(&m, errbuf, errbuf_len, fn);
         if (rc) {
             const char *p = strchr(said, ':');
             circuit__msg_add(&m, "%s", p ? p + 2 : said);
@@ -239,7 +258,11 @@ static int shared_init(void *mem, size_t len, void *arena, const circuit_spec *s
                              CIRCUIT_SHARED_ALIGN);
         if (arena_bad)
             circuit__msg_add(&m, "arena = %p %s", arena, arena_bad);
-        if (len >= sizeof r->magic && !misaligned)
+        if (overlap)
+            circuit__msg_add(&m, "mem = %p (%zu bytes) overlaps the arena at %p (%llu bytes)", mem,
+                             l.size, arena,
+                             (unsigned long long)((const circuit__arena *)arena)->size);
+        if (len >= sizeof r->magic && !misaligned && !overlap)
             r->magic = 0; /* no breaker here now */
         circuit__msg_end(&m);
         return EINVAL;
@@ -357,8 +380,12 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
     layout l = layout_of(&r->cfg, in_arena ? 0 : r->ncpu);
     const circuit__arena *ar = NULL;
     const char *damage = NULL;
+    uint64_t window = (uint64_t)r->cfg.window;
     if (!config_valid(&r->cfg) || r->ncpu < 1 || r->ncpu > CIRCUIT__MAX_CPUS)
         damage = "its config or CPU count";
+    else if (r->seq_mod != window * ((UINT64_C(1) << 31) / window) ||
+             r->window_magic != UINT64_MAX / window + 1 || r->salt == 0)
+        damage = "the values it derives from its config, or its salt";
     else if (r->size != l.size || r->off_shared != l.off_shared || r->off_arrays != l.off_arrays ||
              r->off_pcpu != l.off_pcpu ||
              (!in_arena && r->pcpu_stride != CIRCUIT_CACHELINE))
@@ -367,7 +394,11 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
         damage = "its arena's place";
     else if (in_arena) {
         ar = (const circuit__arena *)(const void *)((const char *)mem + r->arena_off);
-        const char *why = arena_problem(ar, r->ncpu);
+        const char *why = !mapped(ar, ARENA_HEAD) ? "is not mapped in this process (the arena "
+                                                    "and the breaker must lie in one mapping)"
+                                                  : arena_problem(ar, r->ncpu);
+        if (!why && !mapped(ar, ar->size))
+            why = "is not mapped whole in this process";
         if (why) {
             circuit__text t = {errbuf, errbuf_len, 0};
             circuit__text_fmt(&t, "circuit_shared_attach: the breaker's arena (at %+lld bytes) %s",

@@ -529,7 +529,8 @@ static void double_free(void *arg)
 
 Test(config, CFG4_second_free_of_a_breaker_aborts_with_the_message)
 {
-    expect_abort(double_free, NULL, "breaker was not built by circuit_new (or was freed)");
+    expect_abort(double_free, NULL, "breaker is not a live breaker (not built by circuit_new or "
+                                    "circuit_shared_attach, or already freed or detached)");
 }
 #endif
 

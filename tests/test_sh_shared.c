@@ -825,6 +825,18 @@ Test(sh, SH5_attach_refuses_a_damaged_header)
     cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
     cr_expect(strstr(err, "damaged"), "%s", err);
     *ncpu -= 1000;
+    /* the values init derives from the config (seq_mod at 56), the salt
+     * (48: never 0) */
+    uint64_t *salt = (uint64_t *)(void *)(m + 48), *seq_mod = (uint64_t *)(void *)(m + 56);
+    uint64_t keep = *seq_mod;
+    *seq_mod += 4;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "derives from its config"), "%s", err);
+    *seq_mod = keep;
+    keep = *salt;
+    *salt = 0;
+    cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), EPROTO);
+    *salt = keep;
     cr_expect_eq(circuit_shared_attach(&b, m, len, &sp, err, sizeof err), 0, "%s", err);
     circuit_shared_detach(b);
     munmap(m, len);
@@ -840,4 +852,40 @@ Test(sh, SH5_attach_refuses_a_damaged_header)
     cr_expect_eq(circuit_shared_attach(&b, am + off[0], each[0], &sp, err, sizeof err), 0, "%s", err);
     circuit_shared_detach(b);
     munmap(am, alen);
+
+    /* the arena in another mapping than the breaker: init cannot tell, but
+     * once that mapping is gone attach refuses (EPROTO), never faults */
+    size_t a = circuit_shared_arena_size(2), each1 = circuit_shared_size_in_arena(&sp.config);
+    char *arena = mmap(NULL, a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char *bm = mmap(NULL, each1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(arena != MAP_FAILED && bm != MAP_FAILED);
+    cr_assert_eq(circuit_shared_arena_init(arena, a, 2, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_init_in_arena(bm, each1, arena, &sp, err, sizeof err), 0, "%s", err);
+    munmap(arena, a);
+    cr_expect_eq(circuit_shared_attach(&b, bm, each1, &sp, err, sizeof err), EPROTO);
+    cr_expect(strstr(err, "is not mapped in this process"), "%s", err);
+    munmap(bm, each1);
+}
+
+/* SH1: a breaker's memory must not overlap its arena: init refuses it (it
+ * would overwrite the arena's header or units) and leaves the arena whole. */
+Test(sh, SH1_init_refuses_a_breaker_overlapping_its_arena)
+{
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    size_t a = circuit_shared_arena_size(8), each = circuit_shared_size_in_arena(&sp.config);
+    char *m = mmap(NULL, a + each, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(m != MAP_FAILED);
+    cr_assert_eq(circuit_shared_arena_init(m, a, 8, NULL, 0), 0);
+    char err[512];
+    char *at[3] = {m, m + 64, m + (a - 64) / 64 * 64};
+    for (int k = 0; k < 3; k++) {
+        cr_expect_eq(circuit_shared_init_in_arena(at[k], each, m, &sp, err, sizeof err), EINVAL,
+                     "breaker at arena + %td", at[k] - m);
+        cr_expect(strstr(err, "overlaps the arena"), "%s", err);
+    }
+    /* the arena is whole: a breaker beside it is built */
+    char *after = m + (a + 63) / 64 * 64;
+    cr_expect_eq(circuit_shared_init_in_arena(after, each, m, &sp, err, sizeof err), 0, "%s", err);
+    munmap(m, a + each);
 }

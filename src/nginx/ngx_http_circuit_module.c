@@ -62,7 +62,7 @@
 #define CIRCUIT_ZONE_NAME     "circuit_breakers"
 #define CIRCUIT_ZONE_DEFAULT  (1024 * 1024)
 #define CIRCUIT_MAX_RANGES    16
-#define CIRCUIT_ZONE_MAGIC    UINT64_C(0x6369726375697431)   /* "circuit1" */
+#define CIRCUIT_ZONE_MAGIC    UINT64_C(0x6369726375697432)   /* "circuit2": with arenas */
 
 typedef struct {
     int lo, hi;
@@ -134,6 +134,8 @@ typedef struct {
     uint64_t                    magic;
     ngx_uint_t                  load;       /* loads of the configuration */
     ngx_http_circuit_entry_t   *entries;
+    void                       *arena;      /* the newest arena: its spare units go
+                                             * to the next breakers built */
 } ngx_http_circuit_zone_t;
 
 /* Per request and try. */
@@ -939,8 +941,7 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     ngx_http_circuit_entry_t      *e;
     ngx_http_circuit_server_t    **servers;
     ngx_uint_t                     i, kept = 0, built = 0, retired = 0;
-    ngx_uint_t                     fresh = 0, arena_left = 0;
-    void                          *arena = NULL;
+    ngx_uint_t                     fresh = 0, arenas = 0;
     circuit_spec                   spec;
     char                           err[512];
     int                            rc;
@@ -1000,11 +1001,24 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         e->size = s->size;
         e->mem = ngx_align_ptr(e->key + s->key.len, CIRCUIT_SHARED_ALIGN);
 
-        if (arena_left == 0) {
-            /* one arena for the breakers this load builds: their per-CPU
-             * parts share each CPU's lines, 16 bytes per CPU each (L5) */
+        ngx_http_circuit_spec(s, &spec);
+        if (z->arena != NULL) {
+            /* the newest arena's spare units first (ENOSPC: it is full) */
+            rc = circuit_shared_init_in_arena(e->mem, e->size, z->arena, &spec,
+                                              err, sizeof(err));
+            if (rc != ENOSPC) {
+                goto built;
+            }
+        }
+        {
+            /* a new arena for the breakers this load still builds, rounded
+             * up to whole lines (8 units: 128 bytes on aarch64): their
+             * per-CPU parts share each CPU's lines, 16 bytes per CPU each
+             * (L5), and its spare units serve later loads */
             size_t      asize;
-            ngx_uint_t  cap = ngx_min(fresh, CIRCUIT_SHARED_ARENA_MAX);
+            ngx_uint_t  cap = ngx_min(ngx_align(fresh, 8),
+                                      CIRCUIT_SHARED_ARENA_MAX);
+            void       *arena;
 
             asize = circuit_shared_arena_size(cap);
             arena = ngx_slab_calloc(shpool, asize + CIRCUIT_SHARED_ALIGN);
@@ -1025,13 +1039,12 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
                 ngx_slab_free(shpool, e);
                 return NGX_ERROR;
             }
-            arena_left = cap;
+            z->arena = arena;
+            arenas++;
+            rc = circuit_shared_init_in_arena(e->mem, e->size, z->arena, &spec,
+                                              err, sizeof(err));
         }
-
-        ngx_http_circuit_spec(s, &spec);
-        rc = circuit_shared_init_in_arena(e->mem, e->size, arena, &spec, err,
-                                          sizeof(err));
-        arena_left--;
+    built:
         fresh--;
         if (rc != 0) {
             ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
@@ -1052,7 +1065,8 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
     ngx_log_error(NGX_LOG_NOTICE, shm_zone->shm.log, 0,
                   "circuit: %ui breakers built, %ui kept with their state, "
-                  "%ui retired in the zone", built, kept, retired);
+                  "%ui retired in the zone; per-CPU parts in %ui new arenas",
+                  built, kept, retired, arenas);
     return NGX_OK;
 }
 
@@ -1081,7 +1095,8 @@ ngx_http_circuit_init_main_conf(ngx_conf_t *cf, void *conf)
      * most all of them), 16 bytes per CPU each (L5) */
     for (i = 0; i < mcf->servers.nelts; i += CIRCUIT_SHARED_ARENA_MAX) {
         need += 2 * (circuit_shared_arena_size(
-                         ngx_min(mcf->servers.nelts - i, CIRCUIT_SHARED_ARENA_MAX))
+                         ngx_min(ngx_align(mcf->servers.nelts - i, 8),
+                                 CIRCUIT_SHARED_ARENA_MAX))
                      + CIRCUIT_SHARED_ALIGN);
     }
 
@@ -1691,6 +1706,9 @@ ngx_http_circuit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     (void) cmd;
     (void) conf;
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    if (clcf->handler == ngx_http_circuit_metrics_handler) {
+        return "is duplicate";
+    }
     clcf->handler = ngx_http_circuit_metrics_handler;
     return NGX_CONF_OK;
 }

@@ -121,6 +121,16 @@ def NX2_bad_directives_fail_nginx_t(work, module):
     rc, out = p.test_config(upstream_block("lc", [free_port()], "least_conn;\n"
                                            "        circuit_breaker;"), location("/", "lc"))
     check(rc == 0, "least_conn before circuit_breaker passes nginx -t")
+    # keepalive wraps the breaker (it calls it): accepted after it too
+    rc, out = p.test_config(upstream_block("ka", [free_port()], "circuit_breaker;\n"
+                                           "        keepalive 4;"), location("/", "ka"))
+    check(rc == 0, "keepalive after circuit_breaker passes nginx -t: %s"
+          % next((l for l in out.splitlines() if "[emerg]" in l), "").strip())
+    rc, out = p.test_config(upstream_block("b", [free_port()], "circuit_breaker;"),
+                            location("/", "b") + "        location = /m { circuit_breaker_metrics; "
+                            "circuit_breaker_metrics; }\n")
+    check(rc != 0 and "is duplicate" in out, "circuit_breaker_metrics twice in one location "
+          "refused")
 
 
 # --------------------------------------------------------------------------
@@ -568,10 +578,15 @@ def NX5_reload_keeps_unchanged_breakers(work, module):
         check(sk3["rejected"] == sk["rejected"] + 1 and sk3["admitted"] == sk["admitted"],
               "the kept breaker still rejects after the reload (the request went to the new "
               "server): %s" % sk3)
-        check("1 breakers built, 1 kept with their state" in proxy.errors()
-              or "2 breakers built, 1 kept" in proxy.errors(),
-              "the reload logs what it kept: %s" % [l for l in proxy.errors().splitlines()
-                                                    if "breakers built" in l][-1:])
+        built = [l for l in proxy.errors().splitlines() if "breakers built" in l]
+        check(built and "2 breakers built, 1 kept with their state" in built[-1],
+              "the reload logs what it kept: %s" % built[-1:])
+        # L5: the first load's arena (8 units for 2 breakers) has room for
+        # the reload's 2 new breakers: no new arena
+        check(built and built[0].endswith("in 1 new arenas") and
+              built[-1].endswith("in 0 new arenas"),
+              "the reload's breakers take the spare units of the first arena: %s"
+              % [l.split("circuit: ")[-1] for l in built])
         # a bad directive refuses the reload; the running configuration serves on
         bad = upstream_block("keep", [p1], "circuit_breaker window=0;")
         proxy.write(bad)
