@@ -63,7 +63,7 @@ extern "C" {
 /** Version of this header; circuit_version() tells the library's. While the
  *  major is 0, a new minor may change the API; a new patch changes neither. */
 #define CIRCUIT_VERSION_MAJOR 0
-#define CIRCUIT_VERSION_MINOR 3
+#define CIRCUIT_VERSION_MINOR 4
 #define CIRCUIT_VERSION_PATCH 0
 
 typedef enum circuit_state {

@@ -231,7 +231,9 @@ static int shared_init(void *mem, size_t len, void *arena, const circuit_spec *s
     int rc = circuit__validate(&spec->config, &spec->policy, said, sizeof said);
     uint32_t ncpu = circuit__cpus_configured();
     layout l = layout_of(&spec->config, arena ? 0 : ncpu);
-    bool small = rc == 0 && len < l.size;
+    /* the size needed is known whenever the config is (the policy may
+     * still refuse it) */
+    bool small = config_valid(&spec->config) && len < l.size;
     bool misaligned = ((uintptr_t)mem % CIRCUIT_SHARED_ALIGN) != 0;
     bool arena_misaligned = arena && ((uintptr_t)arena % CIRCUIT_SHARED_ALIGN) != 0;
     const char *arena_bad = arena && !arena_misaligned ? arena_problem(arena, ncpu) : NULL;

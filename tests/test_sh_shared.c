@@ -558,8 +558,11 @@ Test(sh, SH5_init_one_message_for_every_problem)
     cr_expect_eq(circuit_shared_init(m + 8, len - 8, &sp, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "len = ") && strstr(err, "must be at least"), "%s", err);
     cr_expect(strstr(err, "must be aligned to 64 bytes"), "%s", err);
-    sp.config.window = 0;
     sp.policy.check = refusing_check;
+    cr_expect_eq(circuit_shared_init(m, len - 8, &sp, err, sizeof err), EINVAL);
+    cr_expect(strstr(err, "policy: no, thanks") && strstr(err, "must be at least"),
+              "the policy's complaint and the length, in one message: %s", err);
+    sp.config.window = 0;
     cr_expect_eq(circuit_shared_init(m + 8, len, &sp, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "window = 0") && strstr(err, "policy: no, thanks") &&
                   strstr(err, "aligned"),

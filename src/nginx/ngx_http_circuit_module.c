@@ -115,6 +115,8 @@ typedef struct {
     ngx_array_t         servers;        /* ngx_http_circuit_server_t *, all upstreams */
     size_t              zone_size;      /* circuit_breaker_zone, or NGX_CONF_UNSET_SIZE */
     ngx_shm_zone_t     *zone;
+    ngx_array_t         metrics;        /* ngx_http_core_loc_conf_t * of the locations
+                                         * with circuit_breaker_metrics */
 } ngx_http_circuit_main_conf_t;
 
 /* The zone's list, in zone memory (the zone is mapped at one address in
@@ -274,7 +276,10 @@ ngx_http_circuit_parse_double(const char *s, double *out)
     char    *end;
     double   v;
 
-    if (*s == '\0' || *s == ' ' || *s == '\t') {
+    /* plain decimal only: strtod would take hex floats, inf and nan */
+    if (!((*s >= '0' && *s <= '9') || *s == '.')
+        || strpbrk(s, "xXpP") != NULL)
+    {
         return false;
     }
     errno = 0;
@@ -356,6 +361,9 @@ ngx_http_circuit_parse_statuses(const char *s, ngx_http_circuit_params_t *p)
         p->n_ranges++;
         if (*c == ',') {
             c++;
+            if (*c == '\0') {
+                return false;   /* a trailing comma */
+            }
         } else if (*c != '\0') {
             return false;
         }
@@ -766,7 +774,9 @@ ngx_http_circuit_create_main_conf(ngx_conf_t *cf)
         return NULL;
     }
     if (ngx_array_init(&mcf->servers, cf->pool, 8,
-                       sizeof(ngx_http_circuit_server_t *)) != NGX_OK)
+                       sizeof(ngx_http_circuit_server_t *)) != NGX_OK
+        || ngx_array_init(&mcf->metrics, cf->pool, 2,
+                          sizeof(ngx_http_core_loc_conf_t *)) != NGX_OK)
     {
         return NULL;
     }
@@ -1364,7 +1374,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
     ngx_http_circuit_srv_conf_t   *ucf = cp->ucf;
     ngx_http_circuit_server_t     *s;
     ngx_http_circuit_ctx_t        *ctx;
-    ngx_uint_t                     idx, n, asked = 0;
+    ngx_uint_t                     idx, n, asked = 0, tries;
     uint64_t                       tried[4] = { 0, 0, 0, 0 };
     circuit_rejection              rej, best;
     int64_t                        secs, best_secs = 0;
@@ -1396,7 +1406,9 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
                 ngx_close_connection(pc->connection);
                 pc->connection = NULL;
             }
+            tries = pc->tries;
             cp->original_free_peer(pc, cp->data, 0);
+            pc->tries = tries;
             break;
         }
         if (circuit_allow(s->b, cp->r, &cp->ticket, &rej)) {
@@ -1424,7 +1436,12 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             ngx_close_connection(pc->connection);
             pc->connection = NULL;
         }
+        /* the balancer counts the give-back as a try
+         * (proxy_next_upstream_tries); a skipped server, like a down one,
+         * costs none */
+        tries = pc->tries;
         cp->original_free_peer(pc, cp->data, 0);
+        pc->tries = tries;
         if (idx < 256) {
             tried[idx / 64] |= (uint64_t) 1 << (idx % 64);
         }
@@ -1701,7 +1718,8 @@ ngx_http_circuit_metrics_handler(ngx_http_request_t *r)
 static char *
 ngx_http_circuit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    ngx_http_core_loc_conf_t  *clcf;
+    ngx_http_core_loc_conf_t      *clcf, **loc;
+    ngx_http_circuit_main_conf_t  *mcf;
 
     (void) cmd;
     (void) conf;
@@ -1709,7 +1727,21 @@ ngx_http_circuit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (clcf->handler == ngx_http_circuit_metrics_handler) {
         return "is duplicate";
     }
+    if (clcf->handler != NULL) {
+        /* proxy_pass, return's module, ...: one content handler per
+         * location */
+        return "conflicts with the location's other content handler "
+               "(proxy_pass, fastcgi_pass, ...)";
+    }
     clcf->handler = ngx_http_circuit_metrics_handler;
+    /* a content handler set after it would replace it: postconfiguration
+     * looks again */
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_circuit_module);
+    loc = ngx_array_push(&mcf->metrics);
+    if (loc == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    *loc = clcf;
     return NGX_CONF_OK;
 }
 
@@ -1720,7 +1752,22 @@ ngx_http_circuit_postconfiguration(ngx_conf_t *cf)
     ngx_http_upstream_main_conf_t   *umcf;
     ngx_http_upstream_srv_conf_t   **uscfp;
     ngx_http_circuit_srv_conf_t     *ucf;
+    ngx_http_circuit_main_conf_t    *mcf;
+    ngx_http_core_loc_conf_t       **loc;
     ngx_uint_t                       i;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_circuit_module);
+    loc = mcf->metrics.elts;
+    for (i = 0; i < mcf->metrics.nelts; i++) {
+        if (loc[i]->handler != ngx_http_circuit_metrics_handler) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "circuit_breaker_metrics in location \"%V\" was "
+                          "replaced by another content handler (proxy_pass, "
+                          "fastcgi_pass, ...): one per location",
+                          &loc[i]->name);
+            return NGX_ERROR;
+        }
+    }
 
     /* A balancing directive after circuit_breaker (least_conn, hash, ...)
      * replaces its peer initialisation, which would leave the upstream

@@ -131,6 +131,16 @@ def NX2_bad_directives_fail_nginx_t(work, module):
                             "circuit_breaker_metrics; }\n")
     check(rc != 0 and "is duplicate" in out, "circuit_breaker_metrics twice in one location "
           "refused")
+    for loc in ("location = /m { circuit_breaker_metrics; proxy_pass http://b/; }",
+                "location = /m { proxy_pass http://b/; circuit_breaker_metrics; }"):
+        rc, out = p.test_config(upstream_block("b", [free_port()], "circuit_breaker;"),
+                                location("/", "b") + "        " + loc + "\n")
+        check(rc != 0 and "content handler" in out,
+              "circuit_breaker_metrics with proxy_pass in one location refused: %s" % loc)
+    for bad in ("failure-status=500,", "policy=failure-rate:0x0.8p0:5"):
+        rc, out = p.test_config(upstream_block("b", [free_port()], "circuit_breaker %s;" % bad),
+                                location("/", "b"))
+        check(rc != 0 and bad in out, "%s refused" % bad)
 
 
 # --------------------------------------------------------------------------
@@ -198,6 +208,41 @@ def NX3_NX4_keepalive_either_order(work, module):
                   "%s: every request admitted or rejected, each settled once (%s)" % (u, st))
             check(origin.hits(port) == 8, "%s: the origin saw 8 requests, not 15 (%d)"
                   % (u, origin.hits(port)))
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+# --------------------------------------------------------------------------
+# NX3: a rejecting server is skipped like a down one: it costs no try
+# --------------------------------------------------------------------------
+
+def NX3_a_rejecting_server_costs_no_try(work, module):
+    """proxy_next_upstream_tries 2 over d1 (refused, its breaker open), d2
+    (refused, its breaker closed) and o1 (answers): with d1 marked down every
+    request gets 200 (d2, then o1); a rejecting d1 must cost no more."""
+    o1, d1, d2 = free_port(), free_port(), free_port()
+    cb = "circuit_breaker policy=consecutive:20 open-for=1h;"
+    body = "".join("    upstream %s { server 127.0.0.1:%d%s weight=100; server 127.0.0.1:%d; "
+                   "server 127.0.0.1:%d; %s }\n" % (u, d1, down, d2, o1, cb)
+                   for u, down in (("brk", ""), ("dwn", " down")))
+    server = "".join("        location /%s/ { proxy_pass http://%s/; proxy_next_upstream error; "
+                     "proxy_next_upstream_tries 2; }\n" % (u, u) for u in ("brk", "dwn"))
+    origin = Origin(work / "origin", [o1])
+    proxy = Proxy(work / "proxy", module, body, workers=1, server_body=server)
+    try:
+        origin.start()
+        proxy.start()
+        name = "brk/127.0.0.1:%d" % d1
+        wait_for("d1's breaker opens", lambda: proxy.get("/brk/")[0] and
+                 stats(proxy.metrics(), name).get("state") == "open", timeout_s=30)
+        got = [proxy.get("/brk/")[0] for _ in range(8)]
+        ref = [proxy.get("/dwn/")[0] for _ in range(8)]
+        d2st = stats(proxy.metrics(), "brk/127.0.0.1:%d" % d2)
+        check(ref == [200] * 8, "with d1 down, every request 200 (%s)" % ref)
+        check(d2st["state"] == "closed" and got == [200] * 8,
+              "with d1 rejecting, every request 200 too: the skip cost no try (%s; d2 %s with "
+              "%d failures)" % (got, d2st["state"], d2st["failures"]))
     finally:
         proxy.stop()
         origin.stop()
@@ -603,6 +648,7 @@ TESTS = {f.__name__: f for f in (
     NX4_timeout_after_the_status_is_a_failure,
     NX4_P1_a_trickling_probe_ends_at_probe_timeout,
     NX3_NX4_keepalive_either_order,
+    NX3_a_rejecting_server_costs_no_try,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
     NX1_NX6_one_breaker_across_workers,
     NX5_sigkill_worker_during_traffic_exact_counts,
