@@ -424,8 +424,12 @@ void circuit__handle_carve(circuit_breaker *b, circuit__shared *s, char *arrays,
                            uint32_t probes);
 void circuit__handle_callbacks(circuit_breaker *b, const circuit_spec *spec);
 
-/* shared.c: whether the process `id` (a pid; in the schedule checker's
- * build, a scenario thread playing a process) still exists. */
+/* percpu.c: who owns a flush in shared memory. circuit__proc_self: this
+ * process's id (its pid, 0 when it does not fit the control word's 22 bits:
+ * never taken over); circuit__proc_alive: whether the process `id` (a pid;
+ * in the schedule checker's build, a scenario thread playing a process)
+ * still exists. */
+uint32_t circuit__proc_self(void);
 bool circuit__proc_alive(uint32_t id);
 int64_t circuit__clock_monotonic(void);
 

@@ -3,10 +3,37 @@
  * and the slow side of the packed totals (a flush, the overflow path, the
  * reader). docs/design/percpu.md.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "percpu.h"
+
+/* ---- processes (the owner of a flush in shared memory) -------------------- */
+
+uint32_t circuit__proc_self(void)
+{
+    pid_t p = getpid();
+    return p > 0 && (uint64_t)p < (UINT64_C(1) << 22) ? (uint32_t)p : 0; /* 0: no takeover */
+}
+
+#ifdef CIRCUIT_SCHED
+bool circuit__sched_proc_alive(uint32_t id);
+#endif
+
+bool circuit__proc_alive(uint32_t id)
+{
+#ifdef CIRCUIT_SCHED
+    return circuit__sched_proc_alive(id);
+#else
+    /* ESRCH: no such process. A zombie (killed, not yet reaped) still
+     * exists, and EPERM means it exists under another user. */
+    return kill((pid_t)id, 0) == 0 || errno != ESRCH;
+#endif
+}
 
 /* ---- the arena (docs/design/percpu.md) ----------------------------------------
  * One process-wide mutex guards the chunks' bookkeeping, taken only by

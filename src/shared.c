@@ -33,7 +33,6 @@
  * leaves behind.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -128,29 +127,6 @@ size_t circuit_shared_arena_size(unsigned capacity)
     if (capacity < 1 || capacity > CIRCUIT_SHARED_ARENA_MAX)
         return 0;
     return ARENA_HEAD + (size_t)circuit__cpus_configured() * arena_stride(capacity);
-}
-
-/* ---- processes --------------------------------------------------------------- */
-
-static uint32_t self_proc(void)
-{
-    pid_t p = getpid();
-    return p > 0 && (uint64_t)p < (UINT64_C(1) << 22) ? (uint32_t)p : 0; /* 0: no takeover */
-}
-
-#ifdef CIRCUIT_SCHED
-bool circuit__sched_proc_alive(uint32_t id);
-#endif
-
-bool circuit__proc_alive(uint32_t id)
-{
-#ifdef CIRCUIT_SCHED
-    return circuit__sched_proc_alive(id);
-#else
-    /* ESRCH: no such process. A zombie (killed, not yet reaped) still
-     * exists, and EPERM means it exists under another user. */
-    return kill((pid_t)id, 0) == 0 || errno != ESRCH;
-#endif
 }
 
 /* True when the first and last bytes of [p, p + n) are in pages this
@@ -454,7 +430,7 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
     b->pcpu0 = ar ? (char *)(uintptr_t)ar + ARENA_HEAD + r->unit * UNIT : base + r->off_pcpu;
     b->pcpu_stride = (uint16_t)r->pcpu_stride;
     b->footprint = (uint32_t)sizeof *b;
-    b->proc = self_proc();
+    b->proc = circuit__proc_self();
     b->shared = 1;
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;
