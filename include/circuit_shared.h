@@ -33,9 +33,11 @@
  * other process the whole function of the breaker:
  *   - no lock and no role stays held: a role it held inside the shared
  *     memory (a per-CPU totals flush) is taken over by the next process
- *     that needs it once the holder's pid no longer exists (kill(pid, 0)
- *     fails with ESRCH: the parent must reap a killed worker, as nginx's
- *     master does; a zombie still counts as alive);
+ *     that needs it once the holder is gone: its pid no longer exists
+ *     (kill(pid, 0) fails with ESRCH: the parent must reap a killed
+ *     worker, as nginx's master does; a zombie still counts as alive), or
+ *     the process that now has that pid started at another time
+ *     (/proc/PID/stat: a reused pid);
  *   - its probe slots time out after probe_timeout (P1);
  *   - its in-flight tickets are never settled: circuit_stats.admitted may
  *     exceed successes + failures + ignored + late + released + (live

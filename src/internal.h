@@ -192,6 +192,9 @@ enum circuit__total {
  *   busy, c, i,  (cas_rel from its busy word);       and after the fields),     current); seq only grows, so a reader
  *   pP, pS}      shared mode: a takeover of a dead   take_over (ld_acq)         finding it unchanged saw one flush; a
  *                owner's flush (cas_acq_rel, seq+1)                             taker acquires the dead owner's steps
+ * tot_owner      shared mode: a flush's owner or     take_over (ld_acq, then    the record follows its START; a taker
+ *  {seq, start}  taker, after its CAS (st_rel)       tot_ctl again, ld_acq)     uses it only while tot_ctl still names
+ *                                                                              that seq: a start time of that flush
  * tot_shared[]   a flush's CREDIT (faa_rel: +T and   get_stats (ld_acq, after   CREDIT before SUBTRACT in the owner;
  *  {parity,      flips the parity), the overflow     the fields)                the parity tells a reader whether the
  *   total}       path (faa_rlx +1: a field at its                               busy flush has credited yet
@@ -253,6 +256,9 @@ typedef struct circuit__shared {
     uint64_t timed_out;                    /* total probe timeouts (M1) */
     circuit__u128 folded;                  /* {last epoch ledgered, successes of ended epochs} */
     uint64_t k_next;                       /* the next closed state's first point k0 */
+    uint64_t tot_owner;                    /* shared mode: {seq:24, start:40} of the flush
+                                            * named by tot_ctl: its owner's start time
+                                            * (percpu.c: a reused pid told apart) */
 
     /* the packed totals' shared side (percpu.h, THE PACKED TOTALS): written
      * once per flush (a field's T units) and by shared-path successes */
@@ -305,6 +311,8 @@ struct circuit_breaker {
     uint32_t proc;                         /* shared mode: this process's id (its pid), 0 for
                                             * circuit_new; read-only */
     uint32_t shared;                       /* 1: attached by circuit_shared_attach; read-only */
+    uint64_t proc_start;                   /* shared mode: this process's start time (clock
+                                            * ticks since boot, /proc/self/stat); read-only */
     circuit__u128 intent_ctx[2];           /* {key, call_ctx}: who, in this process, made the
                                             * newest trip [0] and isolate [1] intent (O6) */
     /* owned by the thread holding the delivery role */
@@ -431,6 +439,10 @@ void circuit__handle_callbacks(circuit_breaker *b, const circuit_spec *spec);
  * still exists. */
 uint32_t circuit__proc_self(void);
 bool circuit__proc_alive(uint32_t id);
+/* the start time of process `id` (0: this one), clock ticks after boot,
+ * 40 bits; 0 when unknown */
+#define CIRCUIT__START_MASK ((UINT64_C(1) << 40) - 1)
+uint64_t circuit__proc_start(uint32_t id);
 int64_t circuit__clock_monotonic(void);
 
 /* Aborts unless b is a live breaker built by circuit_new (CFG4). */

@@ -4,9 +4,12 @@
  * reader). docs/design/percpu.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -32,6 +35,32 @@ bool circuit__proc_alive(uint32_t id)
     /* ESRCH: no such process. A zombie (killed, not yet reaped) still
      * exists, and EPERM means it exists under another user. */
     return kill((pid_t)id, 0) == 0 || errno != ESRCH;
+#endif
+}
+
+uint64_t circuit__proc_start(uint32_t id)
+{
+#ifdef CIRCUIT_SCHED
+    (void)id;
+    return 0; /* the checker's processes: told apart by circuit__sched_proc_alive */
+#else
+    /* field 22 of /proc/PID/stat: the start time in clock ticks after boot,
+     * which never changes for one process; counted after the ')' that ends
+     * the command name (which may hold spaces and parentheses) */
+    char path[40], buf[512];
+    snprintf(path, sizeof path, id ? "/proc/%u/stat" : "/proc/self/stat", id);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) & CIRCUIT__START_MASK : 0;
 #endif
 }
 
@@ -171,6 +200,14 @@ static inline uint64_t ctl_with_owner(uint64_t ctl, uint32_t owner)
     return (ctl & ~(CTL_OWNER_MASK << CTL_OWNER_SHIFT)) | ((uint64_t)owner & CTL_OWNER_MASK) << CTL_OWNER_SHIFT;
 }
 
+/* Shared mode: the record of who started the flush tot_ctl names (seq and
+ * start time), read by a thread that would take it over (flush_take_over). */
+static void owner_record(circuit_breaker *b, uint64_t ctl)
+{
+    /* release: after the START it describes (table: tot_owner) */
+    circuit__st_rel(&b->s->tot_owner, (ctl >> CTL_SEQ_SHIFT) << 40 | b->proc_start);
+}
+
 /* The steps of the flush that `busy` names, each done unless already done:
  * its owner runs them all; a taker of a dead owner's flush runs the rest.
  * Only one live thread runs them at a time (the owner, or the one taker
@@ -234,6 +271,8 @@ void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
      * sees it busy sees the state it started from (table: tot_ctl) */
     if (!circuit__cas_acq_rel(&b->s->tot_ctl, &ctl, busy))
         return;
+    if (b->shared)
+        owner_record(b, busy);
     CIRCUIT__HOOK(CIRCUIT_TP_TOTALS_STARTED);
     flush_steps(b, busy);
 }
@@ -243,20 +282,46 @@ void circuit__total_flush(circuit_breaker *b, uint32_t c, enum circuit__total t)
  * line (the overflow path) for good. The first thread that needs the role
  * and finds its owner gone takes it over: a CAS naming itself (seq + 1, the
  * same flush), then the steps the owner had not done. Asked only on the
- * overflow path (a field at its top: rare while flushes run). */
+ * overflow path (a field at its top: rare while flushes run).
+ *
+ * Gone: no process has the owner's pid, or the process that has it now
+ * (this one included) started at another time than the owner did (its pid
+ * was reused). The owner records {seq, its start time} in tot_owner right
+ * after its START; a taker trusts the record only while tot_ctl still
+ * names that flush (read before and after it), so a start time is always
+ * compared with the flush it belongs to. An owner killed between its START
+ * and that store leaves no record: then only a pid no process has tells. */
+
+static bool owner_gone(const circuit_breaker *b, uint64_t ctl, uint32_t owner)
+{
+    bool mine = owner == b->proc;
+    if (!mine && !circuit__proc_alive(owner))
+        return true;
+    /* acquire: the record follows its START (table: tot_owner) */
+    uint64_t rec = circuit__ld_acq(&b->s->tot_owner);
+    if (rec >> 40 != (ctl >> CTL_SEQ_SHIFT) || b->proc_start == 0)
+        return false; /* no record of this flush (or no start times here) */
+    uint64_t start = mine ? b->proc_start : circuit__proc_start(owner);
+    /* acquire: the record was this flush's if tot_ctl still names it */
+    return start != 0 && start != (rec & CIRCUIT__START_MASK) &&
+           circuit__ld_acq(&b->s->tot_ctl) == ctl;
+}
+
 static void flush_take_over(circuit_breaker *b)
 {
     /* acquire: as circuit__total_flush's (table: tot_ctl) */
     uint64_t ctl = circuit__ld_acq(&b->s->tot_ctl);
     uint32_t owner = ctl_owner(ctl);
-    if (!(ctl & CTL_BUSY) || owner == 0 || owner == b->proc || circuit__proc_alive(owner))
+    if (!(ctl & CTL_BUSY) || owner == 0 || !owner_gone(b, ctl, owner))
         return;
     uint64_t mine = ctl_with_owner(ctl + CTL_SEQ_ONE, b->proc);
     CIRCUIT__SHARED_RMW();
     /* acq_rel: acquire, the dead owner's steps are seen (its CASes were
      * releases); release, as a START (table: tot_ctl) */
-    if (circuit__cas_acq_rel(&b->s->tot_ctl, &ctl, mine))
+    if (circuit__cas_acq_rel(&b->s->tot_ctl, &ctl, mine)) {
+        owner_record(b, mine);
         flush_steps(b, mine);
+    }
 }
 
 void circuit__total_overflow(circuit_breaker *b, uint32_t c, enum circuit__total t)

@@ -431,6 +431,7 @@ int circuit_shared_attach(circuit_breaker **out, void *mem, size_t len, const ci
     b->pcpu_stride = (uint16_t)r->pcpu_stride;
     b->footprint = (uint32_t)sizeof *b;
     b->proc = circuit__proc_self();
+    b->proc_start = circuit__proc_start(0);
     b->shared = 1;
     circuit__delivery_init(b);
     b->magic = CIRCUIT__MAGIC;

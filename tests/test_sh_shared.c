@@ -182,6 +182,11 @@ static void kill_hook(circuit_test_point p, void *arg)
         raise(SIGKILL);
 }
 
+/* The pid the next child's handle claims (0: its own): a pid reused by
+ * another process, played through the test seam. */
+static pid_t claim_pid;
+static pid_t last_child;
+
 /* Runs body(b, shared counter) in a child attached to m; the child kills
  * itself at `at` (0: does not). Returns after reaping it. */
 static void child(void *m, size_t len, circuit_spec *sp, circuit_test_point at,
@@ -189,10 +194,13 @@ static void child(void *m, size_t len, circuit_spec *sp, circuit_test_point at,
 {
     pid_t p = fork();
     cr_assert(p >= 0);
+    last_child = p;
     if (p == 0) {
         circuit_breaker *b;
         if (circuit_shared_attach(&b, m, len, sp, NULL, 0) != 0)
             _exit(3);
+        if (claim_pid)
+            circuit_test_shared_proc(b, (uint32_t)claim_pid);
         kill_at = at;
         circuit_test_set_hook(kill_hook, NULL);
         body(b, n);
@@ -217,8 +225,10 @@ static void ignored_until_killed(circuit_breaker *b, volatile int64_t *n)
 
 /* A flusher of the packed totals killed between its CREDIT and its
  * SUBTRACT: the units are in both places, once counted; the flush role is
- * taken over by the next thread that needs it, which finishes the steps. */
-static void flush_killed_at(circuit_test_point at)
+ * taken over by the next thread that needs it, which finishes the steps.
+ * reuse 1: the survivor has the dead flusher's pid (a reused pid: only the
+ * start times differ); reuse 2: a live, older process has it. */
+static void flush_killed_at(circuit_test_point at, int reuse)
 {
     circuit_test_set_cpus(1); /* every process counts on unit 0 */
     seen s = {0};
@@ -228,9 +238,23 @@ static void flush_killed_at(circuit_test_point at)
     cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
     volatile int64_t *n = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     *n = 0;
+    pid_t sleeper = 0;
+    if (reuse == 2) {
+        sleeper = fork();
+        cr_assert(sleeper >= 0);
+        if (sleeper == 0) {
+            pause();
+            _exit(0);
+        }
+        usleep(50000); /* a start time some clock ticks earlier than the flusher's */
+        claim_pid = sleeper;
+    }
     child(m, len, &sp, at, ignored_until_killed, n);
+    claim_pid = 0;
     circuit_breaker *b;
     cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    if (reuse == 1)
+        circuit_test_shared_proc(b, (uint32_t)last_child);
     circuit__shared *sh = b->s;
     cr_assert(sh->tot_ctl & 1u, "the dead flusher's role is still held");
     circuit_stats st;
@@ -255,11 +279,24 @@ static void flush_killed_at(circuit_test_point at)
     cr_expect_eq(st.admitted, (uint64_t)*n + 1400);
     circuit_shared_detach(b);
     circuit_test_set_cpus(0);
+    if (sleeper) {
+        kill(sleeper, SIGKILL);
+        waitpid(sleeper, NULL, 0);
+    }
 }
 
-Test(sh, SH2_flusher_killed_after_credit) { flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED); }
-Test(sh, SH2_flusher_killed_after_start) { flush_killed_at(CIRCUIT_TP_TOTALS_STARTED); }
-Test(sh, SH2_flusher_killed_after_subtract) { flush_killed_at(CIRCUIT_TP_TOTALS_SUBTRACTED); }
+Test(sh, SH2_flusher_killed_after_credit) { flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED, 0); }
+Test(sh, SH2_flusher_killed_after_start) { flush_killed_at(CIRCUIT_TP_TOTALS_STARTED, 0); }
+Test(sh, SH2_flusher_killed_after_subtract) { flush_killed_at(CIRCUIT_TP_TOTALS_SUBTRACTED, 0); }
+/* its pid reused: by the survivor itself, or by another live process */
+Test(sh, SH2_flusher_killed_its_pid_reused_by_the_taker)
+{
+    flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED, 1);
+}
+Test(sh, SH2_flusher_killed_its_pid_reused_by_a_live_process)
+{
+    flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED, 2);
+}
 
 static void probe_and_die(circuit_breaker *b, volatile int64_t *n)
 {
