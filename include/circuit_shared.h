@@ -78,10 +78,15 @@
 extern "C" {
 #endif
 
-/** The alignment, in bytes, circuit_shared_init and circuit_shared_attach
- *  require of the memory (a cache line on every supported CPU; mmap and
- *  nginx's slab pages give more). */
+/** The alignment, in bytes, the shared functions require of the memory:
+ *  the cache line the library lays per-CPU parts out by (64 on x86-64, 128
+ *  on aarch64; mmap and nginx's slab pages give more). Every size they
+ *  return is a multiple of it, so parts laid end to end stay aligned. */
+#if defined(__aarch64__)
+#define CIRCUIT_SHARED_ALIGN 128
+#else
 #define CIRCUIT_SHARED_ALIGN 64
+#endif
 
 /** Transition records a process keeps for all its shared handles, beyond
  *  each handle's own CIRCUIT_TRANSITION_POOL (6 KB of the library's static

@@ -46,10 +46,17 @@ uint64_t circuit__proc_start(uint32_t id)
 #else
     /* field 22 of /proc/PID/stat: the start time in clock ticks after boot,
      * which never changes for one process; counted after the ')' that ends
-     * the command name (which may hold spaces and parentheses) */
+     * the command name (which may hold spaces and parentheses). Read the
+     * same way for this process as for another (its pid's directory, then
+     * "stat" in it): an emulator such as qemu-user answers /proc/self/stat
+     * and /proc/MYPID/stat itself, with values no other process reads. */
     char path[40], buf[512];
-    snprintf(path, sizeof path, id ? "/proc/%u/stat" : "/proc/self/stat", id);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%u", id ? id : (uint32_t)getpid());
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    int fd = openat(dfd, "stat", O_RDONLY | O_CLOEXEC);
+    close(dfd);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);

@@ -78,6 +78,8 @@ typedef struct circuit__arena {
 } circuit__arena;
 
 #define ARENA_HEAD ((size_t)CIRCUIT_CACHELINE)
+_Static_assert(CIRCUIT_SHARED_ALIGN == CIRCUIT_CACHELINE,
+               "the memory is aligned to the line the per-CPU parts are laid out by");
 _Static_assert(sizeof(circuit__arena) <= ARENA_HEAD, "the arena's header fits its line");
 _Static_assert(CIRCUIT_SHARED_ARENA_MAX * 16 <= UINT16_MAX - CIRCUIT_CACHELINE,
                "an arena region's stride fits the handle's 16 bits");
@@ -96,7 +98,7 @@ static layout layout_of(const circuit_config *cfg, uint32_t ncpu)
     l.off_arrays = l.off_shared + sizeof(circuit__shared);
     size_t end = l.off_arrays + circuit__arrays_bytes((uint32_t)cfg->window, (uint32_t)cfg->probes);
     l.off_pcpu = ncpu ? up(end, CIRCUIT_CACHELINE) : 0;
-    l.size = ncpu ? l.off_pcpu + (size_t)ncpu * CIRCUIT_CACHELINE : up(end, 64);
+    l.size = ncpu ? l.off_pcpu + (size_t)ncpu * CIRCUIT_CACHELINE : up(end, CIRCUIT_SHARED_ALIGN);
     return l;
 }
 

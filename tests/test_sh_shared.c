@@ -590,11 +590,11 @@ Test(sh, SH5_init_one_message_for_every_problem)
     circuit_spec sp = spec_of(&s, 4, 1);
     size_t len = circuit_shared_size(&sp.config);
     char *m = NULL;
-    cr_assert_eq(posix_memalign((void **)&m, 64, len + 64), 0);
+    cr_assert_eq(posix_memalign((void **)&m, CIRCUIT_SHARED_ALIGN, len + CIRCUIT_SHARED_ALIGN), 0);
     char err[512];
     cr_expect_eq(circuit_shared_init(m + 8, len - 8, &sp, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "len = ") && strstr(err, "must be at least"), "%s", err);
-    cr_expect(strstr(err, "must be aligned to 64 bytes"), "%s", err);
+    cr_expect(strstr(err, "must be aligned to"), "%s", err);
     sp.policy.check = refusing_check;
     cr_expect_eq(circuit_shared_init(m, len - 8, &sp, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "policy: no, thanks") && strstr(err, "must be at least"),
@@ -653,12 +653,12 @@ static char *arena_with(unsigned cap, int n, const int *windows, seen *s, size_t
 {
     size_t a = circuit_shared_arena_size(cap);
     cr_assert(a > 0);
-    *len = (a + 63) / 64 * 64;
+    *len = a;
     for (int k = 0; k < n; k++) {
         circuit_spec sp = spec_of(s, windows[k], 1);
         each[k] = circuit_shared_size_in_arena(&sp.config);
         off[k] = *len;
-        *len += (each[k] + 63) / 64 * 64;
+        *len += each[k];
     }
     char *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert(m != MAP_FAILED);
@@ -761,7 +761,7 @@ Test(sh, L5_arena_units_are_16_bytes_per_cpu_and_64_1_fits_2_5_kb_on_64_cpus)
     char err[512];
     circuit_spec sp = spec_of(&s, 4, 1);
     char *sixth = NULL;
-    cr_assert_eq(posix_memalign((void **)&sixth, 64, each[1]), 0);
+    cr_assert_eq(posix_memalign((void **)&sixth, CIRCUIT_SHARED_ALIGN, each[1]), 0);
     cr_expect_eq(circuit_shared_init_in_arena(sixth, each[1], m, &sp, err, sizeof err), ENOSPC);
     cr_expect(strstr(err, "5 units are all taken"), "%s", err);
     circuit_breaker *x;
@@ -780,7 +780,7 @@ Test(sh, SH1_arena_relocated_and_two_mappings)
     seen s = {0}, s2 = {0};
     circuit_spec sp = spec_of(&s, 8, 2), sp2 = spec_of(&s2, 8, 2);
     size_t a = circuit_shared_arena_size(4), each = circuit_shared_size_in_arena(&sp.config);
-    size_t off = (a + 63) / 64 * 64, len = off + each;
+    size_t off = a, len = off + each;
     int fd = memfd_create("sh1a", 0);
     cr_assert(fd >= 0);
     cr_assert_eq(ftruncate(fd, (off_t)len), 0);
@@ -821,18 +821,18 @@ Test(sh, SH5_arena_errors_name_every_problem)
 {
     char *m = NULL;
     size_t a = circuit_shared_arena_size(4);
-    cr_assert_eq(posix_memalign((void **)&m, 64, a + 4096), 0);
+    cr_assert_eq(posix_memalign((void **)&m, CIRCUIT_SHARED_ALIGN, a + 4096), 0);
     memset(m, 0, a + 4096);
     char err[512];
     cr_expect_eq(circuit_shared_arena_init(m, a, 0, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "capacity = 0 (must be 1..4000)"), "%s", err);
     cr_expect_eq(circuit_shared_arena_init(m + 8, a - 1, 4, err, sizeof err), EINVAL);
-    cr_expect(strstr(err, "len = ") && strstr(err, "must be aligned to 64 bytes"), "%s", err);
+    cr_expect(strstr(err, "len = ") && strstr(err, "must be aligned to"), "%s", err);
     /* memory holding no arena, and a bad config: one message for both */
     seen s = {0};
     circuit_spec sp = spec_of(&s, 4, 1);
     sp.config.probes = 0;
-    char *mem = m + a + 64 - (a % 64);
+    char *mem = m + a;
     cr_expect_eq(circuit_shared_init_in_arena(mem, 2048, m, &sp, err, sizeof err), EINVAL);
     cr_expect(strstr(err, "probes = 0") && strstr(err, "holds no arena"), "%s", err);
     /* a good arena, then a bad config: no unit is taken */
@@ -925,7 +925,7 @@ Test(sh, SH1_init_refuses_a_breaker_overlapping_its_arena)
         cr_expect(strstr(err, "overlaps the arena"), "%s", err);
     }
     /* the arena is whole: a breaker beside it is built */
-    char *after = m + (a + 63) / 64 * 64;
+    char *after = m + a;
     cr_expect_eq(circuit_shared_init_in_arena(after, each, m, &sp, err, sizeof err), 0, "%s", err);
     munmap(m, a + each);
 }

@@ -790,8 +790,8 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
          * process 0 (never dies: its flushes are never taken over) */
         if (sc->arena) {
             /* one block: [arena of 2][neighbour, unit 0][the breaker, unit 1] */
-            size_t a = (circuit_shared_arena_size(2) + 63) / 64 * 64;
-            size_t each = (circuit_shared_size_in_arena(&sc->config) + 63) / 64 * 64;
+            size_t a = circuit_shared_arena_size(2);
+            size_t each = circuit_shared_size_in_arena(&sc->config);
             if (posix_memalign(&C.arena_mem, CIRCUIT_SHARED_ALIGN, a + 2 * each) != 0 ||
                 circuit_shared_arena_init(C.arena_mem, a, 2, NULL, 0) != 0 ||
                 circuit_shared_init_in_arena((char *)C.arena_mem + a, each, C.arena_mem, &C.spec,

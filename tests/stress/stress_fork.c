@@ -332,8 +332,8 @@ int main(int argc, char **argv)
         /* [arena][neighbour 0][the breaker][neighbour 1][neighbour 2], each
          * part aligned: the breaker takes unit 1 of 4 */
         size = circuit_shared_size_in_arena(&spec.config);
-        size_t a = (circuit_shared_arena_size(NB_ARENA_UNITS) + 63) / 64 * 64;
-        size_t each = (size + 63) / 64 * 64;
+        size_t a = circuit_shared_arena_size(NB_ARENA_UNITS);
+        size_t each = size; /* a multiple of CIRCUIT_SHARED_ALIGN */
         off_nb[0] = a;
         off_main = a + each;
         off_nb[1] = a + 2 * each;
