@@ -91,7 +91,10 @@ extern "C" {
 /** Transition records a process keeps for all its shared handles, beyond
  *  each handle's own CIRCUIT_TRANSITION_POOL (6 KB of the library's static
  *  memory, never shared): a process allocates nothing while at most this
- *  many more of its transitions wait for its observes (SH2). */
+ *  many more of its transitions wait for its observes (SH2). A child forked
+ *  while some are in use (the parent's transitions waiting for its
+ *  observe) inherits them as in use: its reserve is that much smaller
+ *  (nginx's master attaches nothing, so its workers start with all 63). */
 #define CIRCUIT_SHARED_TRANSITION_POOL 63
 
 /** The layout version that circuit_shared_init writes and
