@@ -306,8 +306,9 @@ static bool owner_gone(const circuit_breaker *b, uint64_t ctl, uint32_t owner)
         return true;
     /* acquire: the record follows its START (table: tot_owner) */
     uint64_t rec = circuit__ld_acq(&b->s->tot_owner);
-    if (rec >> 40 != (ctl >> CTL_SEQ_SHIFT) || b->proc_start == 0)
-        return false; /* no record of this flush (or no start times here) */
+    if (rec >> 40 != (ctl >> CTL_SEQ_SHIFT) || b->proc_start == 0 ||
+        (rec & CIRCUIT__START_MASK) == 0)
+        return false; /* no record of this flush, or a start time unknown here or there */
     uint64_t start = mine ? b->proc_start : circuit__proc_start(owner);
     /* acquire: the record was this flush's if tot_ctl still names it */
     return start != 0 && start != (rec & CIRCUIT__START_MASK) &&

@@ -185,6 +185,7 @@ static void kill_hook(circuit_test_point p, void *arg)
 /* The pid the next child's handle claims (0: its own): a pid reused by
  * another process, played through the test seam. */
 static pid_t claim_pid;
+static bool claim_no_start; /* and its start time unknown (no /proc there) */
 static pid_t last_child;
 
 /* Runs body(b, shared counter) in a child attached to m; the child kills
@@ -201,6 +202,8 @@ static void child(void *m, size_t len, circuit_spec *sp, circuit_test_point at,
             _exit(3);
         if (claim_pid)
             circuit_test_shared_proc(b, (uint32_t)claim_pid);
+        if (claim_no_start)
+            b->proc_start = 0;
         kill_at = at;
         circuit_test_set_hook(kill_hook, NULL);
         body(b, n);
@@ -227,7 +230,10 @@ static void ignored_until_killed(circuit_breaker *b, volatile int64_t *n)
  * SUBTRACT: the units are in both places, once counted; the flush role is
  * taken over by the next thread that needs it, which finishes the steps.
  * reuse 1: the survivor has the dead flusher's pid (a reused pid: only the
- * start times differ); reuse 2: a live, older process has it. */
+ * start times differ); reuse 2: a live, older process has it; reuse 3: as
+ * 2, but the flusher knew no start time of its own: nothing tells it from
+ * that live process, so the role must stay held (never two live runners),
+ * the counts exact on the shared line. */
 static void flush_killed_at(circuit_test_point at, int reuse)
 {
     circuit_test_set_cpus(1); /* every process counts on unit 0 */
@@ -239,7 +245,7 @@ static void flush_killed_at(circuit_test_point at, int reuse)
     volatile int64_t *n = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     *n = 0;
     pid_t sleeper = 0;
-    if (reuse == 2) {
+    if (reuse >= 2) {
         sleeper = fork();
         cr_assert(sleeper >= 0);
         if (sleeper == 0) {
@@ -248,9 +254,11 @@ static void flush_killed_at(circuit_test_point at, int reuse)
         }
         usleep(50000); /* a start time some clock ticks earlier than the flusher's */
         claim_pid = sleeper;
+        claim_no_start = reuse == 3;
     }
     child(m, len, &sp, at, ignored_until_killed, n);
     claim_pid = 0;
+    claim_no_start = false;
     circuit_breaker *b;
     cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
     if (reuse == 1)
@@ -267,7 +275,10 @@ static void flush_killed_at(circuit_test_point at, int reuse)
      * path finds the owner gone and takes the flush over */
     for (int i = 0; i < 400; i++)
         cr_assert(call(b, NULL, CIRCUIT_IGNORED));
-    cr_expect_eq(sh->tot_ctl & 1u, 0, "the flush was not taken over");
+    if (reuse == 3)
+        cr_expect_eq(sh->tot_ctl & 1u, 1, "taken over from a process that may be alive");
+    else
+        cr_expect_eq(sh->tot_ctl & 1u, 0, "the flush was not taken over");
     circuit_get_stats(b, &st);
     cr_expect_eq(st.ignored, (uint64_t)*n + 400);
     cr_expect_eq(st.admitted, (uint64_t)*n + 400);
@@ -296,6 +307,10 @@ Test(sh, SH2_flusher_killed_its_pid_reused_by_the_taker)
 Test(sh, SH2_flusher_killed_its_pid_reused_by_a_live_process)
 {
     flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED, 2);
+}
+Test(sh, SH2_flusher_with_no_start_time_is_never_taken_from_a_live_pid)
+{
+    flush_killed_at(CIRCUIT_TP_TOTALS_CREDITED, 3);
 }
 
 static void probe_and_die(circuit_breaker *b, volatile int64_t *n)
