@@ -61,9 +61,10 @@
  * Not covered: sharing across machines or across kernels (the memory must
  * be coherent between the CPUs of one host); processes of different
  * builds of the library (the layout version refuses them, SH5); processes
- * in different pid namespaces (a role's owner is named by its pid, which
- * another namespace may not see or may reuse: the takeover needs one
- * namespace); a handle used in a process other than the one that attached
+ * in different pid namespaces, which must not share a breaker (a role's
+ * owner is named by its pid and start time as its own namespace sees them:
+ * another namespace would look up another process and could take over a
+ * live owner's flush); a handle used in a process other than the one that attached
  * it (a forked child attaches its own; a copied handle would name the wrong
  * process as a role's owner).
  */
