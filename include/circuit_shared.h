@@ -37,7 +37,11 @@
  *     (kill(pid, 0) fails with ESRCH: the parent must reap a killed
  *     worker, as nginx's master does; a zombie still counts as alive), or
  *     the process that now has that pid started at another time
- *     (/proc/PID/stat: a reused pid);
+ *     (/proc/PID/stat: a reused pid). A start time that cannot be read
+ *     (no /proc, or hidepid hiding another user's process) or was never
+ *     recorded (the owner killed between its START and its record) never
+ *     counts as another process: the role then waits until no process has
+ *     that pid;
  *   - its probe slots time out after probe_timeout (P1);
  *   - its in-flight tickets are never settled: circuit_stats.admitted may
  *     exceed successes + failures + ignored + late + released + (live
@@ -61,10 +65,11 @@
  * Not covered: sharing across machines or across kernels (the memory must
  * be coherent between the CPUs of one host); processes of different
  * builds of the library (the layout version refuses them, SH5); processes
- * in different pid namespaces, which must not share a breaker (a role's
- * owner is named by its pid and start time as its own namespace sees them:
- * another namespace would look up another process and could take over a
- * live owner's flush); a handle used in a process other than the one that attached
+ * in different pid or time namespaces, which must not share a breaker (a
+ * role's owner is named by its pid and its start time as its namespaces
+ * show them: another pid namespace looks up another process, and another
+ * time namespace shifts every start time it reads, so either could take
+ * over a live owner's flush); a handle used in a process other than the one that attached
  * it (a forked child attaches its own; a copied handle would name the wrong
  * process as a role's owner).
  */

@@ -1317,6 +1317,19 @@ ngx_http_circuit_deadline(ngx_event_t *ev)
     if (!cp->live || u == NULL || u->peer.connection == NULL) {
         return;
     }
+    if (u->buffering && u->pipe != NULL && u->pipe->free_raw_bufs == NULL
+        && u->pipe->allocated >= u->pipe->bufs.num
+        && u->state != NULL && u->state->status > 0)
+    {
+        /* every buffer is full and waits for the client (no temp file to
+         * spill to): nginx stopped reading, not the origin, which
+         * answered; settle the probe by its status now and let the
+         * response go on at the client's pace */
+        cp->live = 0;
+        ngx_http_circuit_live--;
+        circuit_done(&cp->ticket, (int) u->state->status);
+        return;
+    }
     c = u->peer.connection;
     ngx_log_error(NGX_LOG_INFO, ev->log, 0,
                   "circuit: probe of %V still running at its probe-timeout: "
