@@ -240,10 +240,14 @@ class HungOrigin:
     `first`, it sends those bytes (e.g. a status line and headers) and then
     hangs. With `trickle` (seconds), from connection `trickle_from` (1 is the
     first) on, it then sends one more byte every `trickle` seconds: a body
-    whose gaps stay under a read timeout while the whole never ends."""
+    whose gaps stay under a read timeout while the whole never ends. With
+    `whole` instead, from connection `trickle_from` on, it sends `first` and
+    then `whole` at once (as fast as the reader takes it) and holds the
+    socket."""
 
-    def __init__(self, ports, first=b"", trickle=None, trickle_from=1):
+    def __init__(self, ports, first=b"", trickle=None, trickle_from=1, whole=None):
         self.first = first
+        self.whole = whole
         self.trickle, self.trickle_from = trickle, trickle_from
         self.ports = list(ports)
         self.accepted = {p: 0 for p in self.ports}
@@ -277,7 +281,7 @@ class HungOrigin:
                 self.accepted[port] += 1
                 self.held.append(c)
                 n = self.accepted[port]
-            if self.trickle and n >= self.trickle_from:
+            if (self.trickle or self.whole is not None) and n >= self.trickle_from:
                 t = threading.Thread(target=self._trickle, args=(c,), daemon=True)
                 t.start()
                 self.threads.append(t)
@@ -290,6 +294,9 @@ class HungOrigin:
     def _trickle(self, c):
         try:
             c.sendall(self.first)
+            if self.whole is not None:
+                c.sendall(self.whole)
+                return
             while not self.stopping:
                 time.sleep(self.trickle)
                 c.sendall(b"x")

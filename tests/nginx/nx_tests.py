@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nx_harness import (HungOrigin, Load, Origin, Proxy, alive, free_port,  # noqa: E402
-                        http_get, stats)
+                        http_get, stats, wait_port)
 
 FAILED = []
 
@@ -300,6 +300,75 @@ def NX4_P1_a_trickling_probe_ends_at_probe_timeout(work, module):
               "the cut probe counts as a failure and reopens the breaker (%s)" % st)
         check(st is not None and (st["late"] == 0 or st["timed_out"] == 1),
               "settled once: a failure, or late after its slot timed out (%s)" % st)
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+# --------------------------------------------------------------------------
+# NX4 (and P1): a probe held up by a slow client is settled by its status
+# --------------------------------------------------------------------------
+
+def NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status(work, module):
+    """The origin answers the probe at once with 1 MiB; the client reads
+    nothing for 2 s (twice probe-timeout), so nginx fills its buffers (no
+    temp file) and stops reading the origin. The origin answered: the probe
+    is a success at its deadline, and the client still gets every byte."""
+    port, sport = free_port(), free_port()
+    size = 1 << 20
+    origin = HungOrigin([port], first=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size,
+                        trickle_from=2, whole=b"y" * size)
+    body = upstream_block("sc", [port], "circuit_breaker policy=consecutive:1 open-for=1s "
+                                        "probe-timeout=1s;")
+    # a server of its own: a small send buffer, so nginx's output stalls soon
+    body += ("    server {\n        listen 127.0.0.1:%d sndbuf=8k;\n"
+             "        location /sc/ { proxy_pass http://sc/; proxy_read_timeout 1500ms;\n"
+             "            proxy_buffering on; proxy_buffer_size 4k; proxy_buffers 4 4k;\n"
+             "            proxy_busy_buffers_size 8k; proxy_max_temp_file_size 0; }\n"
+             "    }\n" % sport)
+    proxy = Proxy(work / "proxy", module, body)
+    name = "sc/127.0.0.1:%d" % port
+    try:
+        origin.start()
+        proxy.start()
+        wait_port(sport, proxy.proc, "the slow client's server")
+        try:  # connection 1: headers, then nothing: a read timeout trips it
+            http_get(sport, "/sc/x", timeout_s=10)
+        except Exception:  # noqa: BLE001 - a response cut short (IncompleteRead)
+            pass
+        st = stats(proxy.metrics(), name)
+        check(st["state"] == "open", "the body's read timeout trips it (%s)" % st)
+        time.sleep(1.2)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        s.settimeout(30)
+        got, mid = b"", None
+        try:
+            s.connect(("127.0.0.1", sport))
+            s.sendall(b"GET /sc/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(2.0)  # reads nothing: the probe's deadline passes meanwhile
+            mid = stats(proxy.metrics(), name)
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except OSError:
+            pass
+        finally:
+            s.close()
+        check(origin.accepted[port] == 2, "the probe reached the origin (%d connections)"
+              % origin.accepted[port])
+        check(mid is not None and mid["admitted"] == 2 and mid["successes"] == 1 and
+              mid["state"] == "closed",
+              "settled a success at its deadline, the client still reading (%s)" % mid)
+        head, _, rest = got.partition(b"\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 200") and len(rest) == size,
+              "the slow client got the whole body: %d of %d bytes" % (len(rest), size))
+        st = stats(proxy.metrics(), name)
+        check(st["admitted"] == 2 and st["successes"] == 1 and st["failures"] == 1 and
+              st["late"] == 0 and st["state"] == "closed",
+              "settled once: the trip's failure and the probe's success (%s)" % st)
     finally:
         proxy.stop()
         origin.stop()
@@ -647,6 +716,7 @@ TESTS = {f.__name__: f for f in (
     NX2_bad_directives_fail_nginx_t,
     NX4_timeout_after_the_status_is_a_failure,
     NX4_P1_a_trickling_probe_ends_at_probe_timeout,
+    NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status,
     NX3_NX4_keepalive_either_order,
     NX3_a_rejecting_server_costs_no_try,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
