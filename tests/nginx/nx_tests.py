@@ -57,6 +57,33 @@ def attempts(proxy, ports):
     return n
 
 
+def raw_get(port, path, rcvbuf=None, before_read=None):
+    """GET `path` on a new connection (Connection: close) and every byte
+    received until the server closes, a response cut short included.
+    rcvbuf: the socket's receive buffer, set before connect (a small TCP
+    window); before_read: called once the request is sent, before any read."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(30)
+    got = b""
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+        if before_read:
+            before_read()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        pass
+    finally:
+        s.close()
+    return got
+
+
 def upstream_block(name, ports, extra="", server_params=""):
     servers = "\n".join("        server 127.0.0.1:%d%s;" % (p, server_params) for p in ports)
     return "    upstream %s {\n%s\n        %s\n    }\n" % (name, servers, extra)
@@ -274,19 +301,7 @@ def NX4_P1_a_trickling_probe_ends_at_probe_timeout(work, module):
         check(st["state"] == "open", "the body's read timeout trips it (%s)" % st)
         time.sleep(1.2)
         t0 = time.monotonic()
-        got = b""
-        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
-        try:
-            s.sendall(b"GET /tk/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-        except OSError:
-            pass
-        finally:
-            s.close()
+        got = raw_get(proxy.port, "/tk/x")
         took = time.monotonic() - t0
         check(origin.accepted[port] == 2, "the probe reached the origin (%d connections)"
               % origin.accepted[port])
@@ -339,27 +354,16 @@ def NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status(work, module):
         st = stats(proxy.metrics(), name)
         check(st["state"] == "open", "the body's read timeout trips it (%s)" % st)
         time.sleep(1.2)
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
-        s.settimeout(30)
-        got, mid = b"", None
-        try:
-            s.connect(("127.0.0.1", sport))
-            s.sendall(b"GET /sc/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        mid = []
+
+        def until_settled():
             # reads nothing until the probe is settled: at its deadline
             # (about 1 s), or never if the deadline cut it (then 10 s)
-            mid = wait_for("the probe settled, the client not reading", lambda: (
+            mid.append(wait_for("the probe settled, the client not reading", lambda: (
                 lambda x: x if x["admitted"] == 2 and x["settled"] == 2 else None)(
-                stats(proxy.metrics(), name)), timeout_s=10)
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-        except OSError:
-            pass
-        finally:
-            s.close()
+                stats(proxy.metrics(), name)), timeout_s=10))
+        got = raw_get(sport, "/sc/x", rcvbuf=4096, before_read=until_settled)
+        mid = mid[0] if mid else None
         check(origin.accepted[port] == 2, "the probe reached the origin (%d connections)"
               % origin.accepted[port])
         check(mid is not None and mid["admitted"] == 2 and mid["successes"] == 1 and
