@@ -101,6 +101,8 @@ struct ngx_http_circuit_srv_conf_s {
     ngx_flag_t                          enabled;
     ngx_flag_t                          initialized; /* its init_upstream ran */
     ngx_str_t                           name;       /* the upstream's */
+    ngx_str_t                           file;       /* where circuit_breaker is */
+    ngx_uint_t                          line;
     ngx_str_t                           params_key;
     ngx_http_circuit_params_t           p;
     circuit_consecutive                 cons;
@@ -109,11 +111,15 @@ struct ngx_http_circuit_srv_conf_s {
     ngx_http_upstream_init_pt           original_init_upstream;
     ngx_http_upstream_init_peer_pt      original_init_peer;
     ngx_array_t                         servers;    /* ngx_http_circuit_server_t * */
+    ngx_uint_t                          dups;       /* addresses given again in the
+                                                     * block (one breaker each) */
 };
 
 typedef struct {
     ngx_array_t         servers;        /* ngx_http_circuit_server_t *, all upstreams */
     size_t              zone_size;      /* circuit_breaker_zone, or NGX_CONF_UNSET_SIZE */
+    ngx_str_t           zone_file;      /* where circuit_breaker_zone is */
+    ngx_uint_t          zone_line;
     ngx_shm_zone_t     *zone;
     ngx_array_t         metrics;        /* ngx_http_core_loc_conf_t * of the locations
                                          * with circuit_breaker_metrics */
@@ -155,6 +161,8 @@ typedef struct {
     ngx_flag_t                      live;       /* the ticket awaits settling */
     ngx_http_circuit_server_t      *current;
     ngx_event_t                     deadline;   /* a probe's: probe-timeout in all */
+    ngx_http_upstream_conf_t       *conf;       /* the location's, while the probe's
+                                                 * try runs with a cut copy */
 } ngx_http_circuit_peer_data_t;
 
 /* Per request: set when every server rejected (the filters' 503). */
@@ -414,6 +422,10 @@ ngx_http_circuit_breaker(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (ucf->enabled) {
         return "is duplicate";
+    }
+    if (cf->conf_file != NULL) {
+        ucf->file = cf->conf_file->file.name;
+        ucf->line = cf->conf_file->line;
     }
 
     ngx_memzero(p, sizeof(*p));
@@ -683,6 +695,10 @@ ngx_http_circuit_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
     mcf->zone_size = (size_t) size;
+    if (cf->conf_file != NULL) {
+        mcf->zone_file = cf->conf_file->file.name;
+        mcf->zone_line = cf->conf_file->line;
+    }
     return NGX_CONF_OK;
 }
 
@@ -806,6 +822,19 @@ ngx_http_circuit_create_srv_conf(ngx_conf_t *cf)
 static ngx_int_t ngx_http_circuit_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
 
+/* Whether the exposition takes `label` as a breaker's label value (valid
+ * UTF-8): asked of the core's formatter itself, the one judge of it. */
+static bool
+ngx_http_circuit_label_ok(const char *label)
+{
+    circuit_stats  st;
+
+    ngx_memzero(&st, sizeof(st));
+    st.state = CIRCUIT_CLOSED;
+    return circuit_stats_format_prometheus_many(&st, &label, 1, NULL, 0) >= 0;
+}
+
+
 /* Called by the upstream module's init_main_conf, after the upstream block
  * was read: the balancer first, then one breaker per server address. */
 static ngx_int_t
@@ -862,6 +891,7 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
                 }
             }
             if (k < ucf->servers.nelts) {
+                ucf->dups++;
                 continue;
             }
 
@@ -881,6 +911,14 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
             p = ngx_sprintf(s->label.data, "%V/%V", &ucf->name, &a->name);
             *p = '\0';
             s->label.len = p - s->label.data;
+            if (!ngx_http_circuit_label_ok((const char *) s->label.data)) {
+                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                              "circuit_breaker: the breaker \"%V\" (upstream "
+                              "name/address: its Prometheus label) is not "
+                              "UTF-8 in %V:%ui", &s->label, &ucf->file,
+                              ucf->line);
+                return NGX_ERROR;
+            }
 
             len = s->label.len + 1 + ucf->params_key.len;
             s->key.data = ngx_pnalloc(cf->pool, len);
@@ -1081,17 +1119,103 @@ ngx_http_circuit_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 }
 
 
+/* The size of this module's zone `name` in the configuration being
+ * replaced (a reload), or 0 (a start, nginx -t, or no such zone). */
+static size_t
+ngx_http_circuit_old_zone_size(ngx_conf_t *cf, ngx_str_t *name)
+{
+    ngx_cycle_t      *old = cf->cycle->old_cycle;
+    ngx_list_part_t  *part;
+    ngx_shm_zone_t   *z;
+    ngx_uint_t        i;
+
+    if (old == NULL || ngx_is_init_cycle(old)) {
+        return 0;
+    }
+    part = &old->shared_memory.part;
+    z = part->elts;
+    for (i = 0; ; i++) {
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                return 0;
+            }
+            part = part->next;
+            z = part->elts;
+            i = 0;
+        }
+        if (z[i].tag == &ngx_http_circuit_module
+            && z[i].shm.name.len == name->len
+            && ngx_strncmp(z[i].shm.name.data, name->data, name->len) == 0)
+        {
+            return z[i].shm.size;
+        }
+    }
+}
+
+
+/* Every breaker's label differs from the others' (one series each, and
+ * the zone tells breakers apart by label and parameters): an upstream's
+ * name may hold a '/', so "a/unix:/x" + "unix:/y" and "a" + "unix:/x/unix:/y"
+ * meet. The formatter says whether all of them are taken; only when not,
+ * the pair is looked for, to be named. */
+static ngx_int_t
+ngx_http_circuit_labels_differ(ngx_conf_t *cf, ngx_http_circuit_main_conf_t *mcf)
+{
+    ngx_http_circuit_server_t  **s = mcf->servers.elts;
+    ngx_uint_t                   i, j, n = mcf->servers.nelts;
+    circuit_stats               *st;
+    const char                 **names;
+
+    st = ngx_pcalloc(cf->temp_pool, n * sizeof(circuit_stats));
+    names = ngx_palloc(cf->temp_pool, n * sizeof(char *));
+    if (st == NULL || names == NULL) {
+        return NGX_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        st[i].state = CIRCUIT_CLOSED;
+        names[i] = (const char *) s[i]->label.data;
+    }
+    if (circuit_stats_format_prometheus_many(st, names, n, NULL, 0) >= 0) {
+        return NGX_OK;
+    }
+    for (i = 0; i < n; i++) {
+        for (j = i + 1; j < n; j++) {
+            if (s[i]->label.len == s[j]->label.len
+                && ngx_memcmp(s[i]->label.data, s[j]->label.data,
+                              s[i]->label.len) == 0)
+            {
+                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                              "circuit_breaker: two breakers are named \"%V\": "
+                              "a server of upstream \"%V\" (%V:%ui) and one of "
+                              "upstream \"%V\" (%V:%ui); rename an upstream",
+                              &s[i]->label, &s[i]->ucf->name, &s[i]->ucf->file,
+                              s[i]->ucf->line, &s[j]->ucf->name,
+                              &s[j]->ucf->file, s[j]->ucf->line);
+                return NGX_ERROR;
+            }
+        }
+    }
+    ngx_log_error(NGX_LOG_EMERG, cf->log, ngx_errno,
+                  "circuit_breaker: the Prometheus text of the breakers "
+                  "cannot be built");
+    return NGX_ERROR;
+}
+
+
 static char *
 ngx_http_circuit_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_circuit_main_conf_t  *mcf = conf;
     ngx_http_circuit_server_t    **servers;
     ngx_str_t                      name = ngx_string(CIRCUIT_ZONE_NAME);
-    size_t                         need, size;
+    size_t                         need, size, old;
     ngx_uint_t                     i;
 
     if (mcf->servers.nelts == 0) {
         return NGX_CONF_OK;
+    }
+    if (ngx_http_circuit_labels_differ(cf, mcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
     }
 
     /* the slab allocator's own pages, then the breakers twice over (the
@@ -1113,16 +1237,28 @@ ngx_http_circuit_init_main_conf(ngx_conf_t *cf, void *conf)
     if (mcf->zone_size != NGX_CONF_UNSET_SIZE) {
         size = mcf->zone_size;
         if (size < need) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "circuit_breaker_zone %uz is too small for %ui "
-                               "breakers: it needs at least %uz bytes", size,
-                               mcf->servers.nelts, need);
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "circuit_breaker_zone %uz is too small for %ui "
+                          "breakers: it needs at least %uz bytes in %V:%ui",
+                          size, mcf->servers.nelts, need, &mcf->zone_file,
+                          mcf->zone_line);
             return NGX_CONF_ERROR;
         }
     } else {
-        /* whole MiB: a reload that adds a few servers keeps the size, and
-         * nginx reuses a zone of the same name and size (NX5) */
-        size = ngx_align(need, CIRCUIT_ZONE_DEFAULT);
+        /* nginx keeps a zone over a reload only at the same name and size
+         * (NX5): the running zone's size while the breakers fit in it
+         * (adding or removing servers keeps every breaker), else whole
+         * MiB */
+        old = ngx_http_circuit_old_zone_size(cf, &name);
+        size = old >= need ? old : ngx_align(need, CIRCUIT_ZONE_DEFAULT);
+        if (old != 0 && old < need) {
+            ngx_log_error(NGX_LOG_WARN, cf->log, 0,
+                          "circuit_breaker: %ui breakers need a zone of %uz "
+                          "bytes, the running one has %uz: a new zone, every "
+                          "breaker starts afresh (circuit_breaker_zone sets "
+                          "a size with room to grow)", mcf->servers.nelts,
+                          size, old);
+        }
     }
 
     mcf->zone = ngx_shared_memory_add(cf, &name, size, &ngx_http_circuit_module);
@@ -1302,6 +1438,23 @@ ngx_http_circuit_find(ngx_http_circuit_srv_conf_t *ucf, ngx_peer_connection_t *p
 }
 
 
+/* A probe's try is over, or no longer a probe's (settled or released
+ * early): its deadline goes, and the location's timeouts come back for
+ * what the request does next (another server's try, the rest of the
+ * response). */
+static void
+ngx_http_circuit_unprobe(ngx_http_circuit_peer_data_t *cp)
+{
+    if (cp->deadline.timer_set) {
+        ngx_del_timer(&cp->deadline);
+    }
+    if (cp->conf != NULL) {
+        cp->r->upstream->conf = cp->conf;
+        cp->conf = NULL;
+    }
+}
+
+
 /* A probe's deadline: its origin connection has not finished within
  * probe-timeout of its admission (a body that trickles, each gap shorter
  * than the read timeout). The upstream's read event is made to time out
@@ -1317,6 +1470,20 @@ ngx_http_circuit_deadline(ngx_event_t *ev)
     if (!cp->live || u == NULL || u->peer.connection == NULL) {
         return;
     }
+    if (cp->r->reading_body) {
+        /* proxy_request_buffering off: nginx still waits for the client's
+         * body (client_body_timeout), not for the origin; no outcome of
+         * the origin's yet: the probe is released (counts nothing, its
+         * slot free for the next) and the request goes on as any other */
+        ngx_log_error(NGX_LOG_NOTICE, ev->log, 0,
+                      "circuit: probe of %V still reading the client's body "
+                      "at its probe-timeout: released", &cp->current->label);
+        cp->live = 0;
+        ngx_http_circuit_live--;
+        circuit_release(&cp->ticket);
+        ngx_http_circuit_unprobe(cp);
+        return;
+    }
     if (u->buffering && u->pipe != NULL && u->pipe->free_raw_bufs == NULL
         && u->pipe->allocated >= u->pipe->bufs.num
         && u->state != NULL && u->state->status > 0)
@@ -1328,6 +1495,7 @@ ngx_http_circuit_deadline(ngx_event_t *ev)
         cp->live = 0;
         ngx_http_circuit_live--;
         circuit_done(&cp->ticket, (int) u->state->status);
+        ngx_http_circuit_unprobe(cp);
         return;
     }
     c = u->peer.connection;
@@ -1375,6 +1543,7 @@ ngx_http_circuit_probe_timeouts(ngx_http_circuit_peer_data_t *cp,
     conf->connect_timeout = ngx_min(conf->connect_timeout, ms);
     conf->send_timeout = ngx_min(conf->send_timeout, ms);
     conf->read_timeout = ngx_min(conf->read_timeout, ms);
+    cp->conf = u->conf;     /* back when the try ends (unprobe) */
     u->conf = conf;
     return NGX_OK;
 }
@@ -1387,7 +1556,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
     ngx_http_circuit_srv_conf_t   *ucf = cp->ucf;
     ngx_http_circuit_server_t     *s;
     ngx_http_circuit_ctx_t        *ctx;
-    ngx_uint_t                     idx, n, asked = 0, tries;
+    ngx_uint_t                     idx, n, asked = 0, again = 0, tries;
     uint64_t                       tried[4] = { 0, 0, 0, 0 };
     circuit_rejection              rej, best;
     int64_t                        secs, best_secs = 0;
@@ -1413,8 +1582,11 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             return rc;      /* an address not known at configuration */
         }
         if (idx < 256 && (tried[idx / 64] & ((uint64_t) 1 << (idx % 64)))) {
-            /* the balancer offers a server that already rejected: it has
-             * no other (e.g. a single server); give it back */
+            /* the balancer offers a server that already rejected: give it
+             * back. It may be the same address on another line of the
+             * block (one breaker for both): ask on, as many times as the
+             * block repeats addresses; past that it has no other (e.g. a
+             * single server) */
             if (rc == NGX_DONE && pc->connection != NULL) {
                 ngx_close_connection(pc->connection);
                 pc->connection = NULL;
@@ -1422,7 +1594,10 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             tries = pc->tries;
             cp->original_free_peer(pc, cp->data, 0);
             pc->tries = tries;
-            break;
+            if (++again > ucf->dups) {
+                break;
+            }
+            continue;
         }
         if (circuit_allow(s->b, cp->r, &cp->ticket, &rej)) {
             cp->live = 1;
@@ -1494,9 +1669,7 @@ ngx_http_circuit_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_uint_t                     status = 0;
     ngx_connection_t              *c = pc->connection;
 
-    if (cp->deadline.timer_set) {
-        ngx_del_timer(&cp->deadline);
-    }
+    ngx_http_circuit_unprobe(cp);
     if (cp->live) {
         cp->live = 0;
         ngx_http_circuit_live--;

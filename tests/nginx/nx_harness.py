@@ -318,6 +318,59 @@ class HungOrigin:
         self.stop()
 
 
+class AppOrigin:
+    """An HTTP/1.1 origin in this process (a thread per connection) that
+    reads each request's whole body (Content-Length) before it answers, as
+    an application does: a path holding /d/MS/CODE waits MS milliseconds,
+    then answers CODE with "got N" (N: the body's bytes); any other path
+    answers 200 at once. `requests` lists (method, path, body bytes) as they are
+    answered."""
+
+    def __init__(self, port):
+        import http.server
+        origin = self
+        self.requests = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                m = re.search(r"/d/(\d+)/(\d+)", self.path)
+                ms, code = (int(m.group(1)), int(m.group(2))) if m else (0, 200)
+                time.sleep(ms / 1000.0)
+                origin.requests.append((self.command, self.path, len(body)))
+                out = b"got %d\n" % len(body)
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+        self.server.daemon_threads = True
+        self.port = port
+
+    def start(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 class Proxy(_NginxBase):
     """The nginx under test: load_module, `workers` workers, a reuseport
     listener (connections spread over the workers), `body` inside http{}
@@ -352,7 +405,9 @@ http {{
     }}
 }}
 """
-        self.conf_path.write_text(conf)
+        # bytes as given: a test may name an upstream in bytes that are not
+        # UTF-8 ("\udce9" here is the byte 0xe9 in the file)
+        self.conf_path.write_bytes(conf.encode("utf-8", "surrogateescape"))
 
     def start(self):
         self.write()
@@ -384,7 +439,8 @@ http {{
         saved = (self.body, self.server_body)
         self.write(body, server_body)
         r = subprocess.run([NGINX, "-t", "-p", str(self.folder), "-c", str(self.conf_path),
-                            "-e", str(self.error_log)], capture_output=True, text=True)
+                            "-e", str(self.error_log)], capture_output=True, text=True,
+                           errors="replace")
         self.body, self.server_body = saved
         return r.returncode, r.stdout + r.stderr
 

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nx_harness import (HungOrigin, Load, Origin, Proxy, alive, free_port,  # noqa: E402
-                        http_get, stats, wait_port)
+from nx_harness import (AppOrigin, HungOrigin, Load, Origin, Proxy, alive,  # noqa: E402
+                        free_port, http_get, stats, wait_port)
 
 FAILED = []
 
@@ -57,19 +57,29 @@ def attempts(proxy, ports):
     return n
 
 
-def raw_get(port, path, rcvbuf=None, before_read=None):
-    """GET `path` on a new connection (Connection: close) and every byte
-    received until the server closes, a response cut short included.
-    rcvbuf: the socket's receive buffer, set before connect (a small TCP
-    window); before_read: called once the request is sent, before any read."""
+def raw_get(port, path, rcvbuf=None, before_read=None, body_parts=(), pause=0.0):
+    """GET `path` (POST when body_parts are given: their total is its
+    Content-Length, `pause` seconds between two parts) on a new connection
+    (Connection: close) and every byte received until the server closes, a
+    response cut short included. rcvbuf: the socket's receive buffer, set
+    before connect (a small TCP window); before_read: called once the
+    request is sent, before any read."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.settimeout(30)
     got = b""
+    head = b"%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % (
+        b"POST" if body_parts else b"GET", path.encode())
+    if body_parts:
+        head += b"Content-Length: %d\r\n" % sum(len(b) for b in body_parts)
     try:
         s.connect(("127.0.0.1", port))
-        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+        s.sendall(head + b"\r\n")
+        for i, part in enumerate(body_parts):
+            if i:
+                time.sleep(pause)
+            s.sendall(part)
         if before_read:
             before_read()
         while True:
@@ -139,6 +149,30 @@ def NX2_bad_directives_fail_nginx_t(work, module):
                             location("/", "b"))
     check(rc != 0 and "circuit_breaker_zone" in out and "1k" in out,
           "circuit_breaker_zone 1k refused")
+    # big enough to parse, too small for the breakers: named at its own line
+    rc, out = p.test_config("    circuit_breaker_zone 40k;\n"
+                            + upstream_block("b", [free_port()], "circuit_breaker;"),
+                            location("/", "b"))
+    line = next((l for l in out.splitlines() if "[emerg]" in l), "")
+    at = 1 + p.conf_path.read_text().splitlines().index("    circuit_breaker_zone 40k;")
+    check(rc != 0 and "circuit_breaker_zone 40960 is too small" in line and
+          line.rstrip().endswith("in %s:%d" % (p.conf_path, at)),
+          "circuit_breaker_zone 40k too small, named at its line: %s" % line.strip())
+    # NX6: a breaker's label (upstream/address) must be a Prometheus label
+    # value (UTF-8), and one breaker's only
+    rc, out = p.test_config(upstream_block("caf\udce9", [free_port()], "circuit_breaker;"),
+                            location("/", "caf\udce9"))
+    line = next((l for l in out.splitlines() if "[emerg]" in l), "")
+    check(rc != 0 and "is not UTF-8" in line and ("in %s:" % p.conf_path) in line,
+          "an upstream name that is not UTF-8 refused: %s" % line.strip())
+    both = ("    upstream a {\n        server unix:/x/unix:/y;\n        circuit_breaker;\n    }\n"
+            "    upstream \"a/unix:/x\" {\n        server unix:/y;\n        circuit_breaker;\n"
+            "    }\n")
+    rc, out = p.test_config(both, location("/", "a"))
+    line = next((l for l in out.splitlines() if "[emerg]" in l), "")
+    check(rc != 0 and "two breakers are named \"a/unix:/x/unix:/y\"" in line and
+          "upstream \"a\"" in line and "upstream \"a/unix:/x\"" in line,
+          "two servers of one label refused, naming both upstreams: %s" % line.strip())
     # a balancing directive after circuit_breaker would replace it: refused
     rc, out = p.test_config(upstream_block("lc", [free_port()], "circuit_breaker;\n"
                                            "        least_conn;"), location("/", "lc"))
@@ -379,6 +413,99 @@ def NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status(work, module):
     finally:
         proxy.stop()
         origin.stop()
+
+
+# --------------------------------------------------------------------------
+# NX3, NX4: after a refused probe, or a repeated address, the next server
+# --------------------------------------------------------------------------
+
+def NX3_NX4_the_next_server_after_a_probe_or_a_repeated_address(work, module):
+    """u: a probe to a dead server (refused at once) hands the request on to
+    a healthy one, which answers in 1.5 s: that try has the location's
+    timeouts (10 s), not the probe's (1 s). d: the dead address twice in
+    the block (one breaker) beside a healthy server: once it is open, every
+    request reaches the healthy one, none is a 503."""
+    dead, ap = free_port(), free_port()
+    app = AppOrigin(ap)
+    body = ("    upstream u {\n        server 127.0.0.1:%d weight=100;\n"
+            "        server 127.0.0.1:%d;\n"
+            "        circuit_breaker policy=consecutive:1 open-for=1s probe-timeout=1s;\n    }\n"
+            "    upstream d {\n        server 127.0.0.1:%d weight=5;\n"
+            "        server 127.0.0.1:%d weight=5;\n        server 127.0.0.1:%d;\n"
+            "        circuit_breaker policy=consecutive:1 open-for=1h;\n    }\n"
+            % (dead, ap, dead, dead, ap))
+    server = ("        location /u/ { proxy_pass http://u; proxy_read_timeout 10s;\n"
+              "            proxy_next_upstream error timeout; }\n"
+              "        location /d/ { proxy_pass http://d; proxy_next_upstream error timeout; }\n")
+    proxy = Proxy(work / "proxy", module, body, workers=1, server_body=server)
+    ua, ub = "u/127.0.0.1:%d" % dead, "u/127.0.0.1:%d" % ap
+    da = "d/127.0.0.1:%d" % dead
+    try:
+        app.start()
+        proxy.start()
+        st1 = http_get(proxy.port, "/u/d/1500/200", timeout_s=30)[0]
+        sa = stats(proxy.metrics(), ua)
+        check(st1 == 200 and sa["failures"] == 1 and sa["state"] != "closed",
+              "the dead server opens, the healthy one answers (%d, %s)" % (st1, sa))
+        time.sleep(1.2)  # the dead one half-open: the next request probes it
+        st2, _, _, took = http_get(proxy.port, "/u/d/1500/200", timeout_s=30)
+        sa, sb = stats(proxy.metrics(), ua), stats(proxy.metrics(), ub)
+        check(sa["admitted"] == 2 and sa["failures"] == 2,
+              "the request probed the dead server first (%s)" % sa)
+        check(st2 == 200 and sb["failures"] == 0 and sb["successes"] == 2,
+              "then the healthy server's 1.5 s answer came through with the location's "
+              "timeouts: %d in %.2f s, healthy breaker %s" % (st2, took, sb))
+        codes = [http_get(proxy.port, "/d/")[0] for _ in range(24)]
+        sd = stats(proxy.metrics(), da)
+        check(sd["state"] == "open" and sd["failures"] == 1,
+              "the repeated dead address: one breaker, open after one failure (%s)" % sd)
+        check(codes[1:] == [200] * 23, "with it open, every request reaches the healthy "
+              "server (codes %s)" % {c: codes.count(c) for c in set(codes)})
+    finally:
+        proxy.stop()
+        app.stop()
+
+
+# --------------------------------------------------------------------------
+# NX4 (and P1): a probe waiting for a slow uploader is released
+# --------------------------------------------------------------------------
+
+def NX4_P1_a_probe_waiting_for_a_slow_uploader_is_released(work, module):
+    """proxy_request_buffering off: a probe whose client pauses 2 s in its
+    body (the probe-timeout is 1 s) is not the origin's failure: at the
+    deadline nginx is still reading the client, the probe is released
+    (counts nothing, its slot free), the upload goes on with the location's
+    timeouts, and the next request probes and closes the breaker."""
+    ap = free_port()
+    app = AppOrigin(ap)
+    body = upstream_block("up", [ap], "circuit_breaker policy=consecutive:1 open-for=1s "
+                                      "probe-timeout=1s;")
+    server = ("        location /up/ { proxy_pass http://up; proxy_http_version 1.1;\n"
+              "            proxy_request_buffering off; proxy_send_timeout 10s;\n"
+              "            proxy_read_timeout 10s; }\n")
+    proxy = Proxy(work / "proxy", module, body, workers=1, server_body=server)
+    name = "up/127.0.0.1:%d" % ap
+    try:
+        app.start()
+        proxy.start()
+        check(http_get(proxy.port, "/up/d/0/500")[0] == 500 and
+              stats(proxy.metrics(), name)["state"] == "open", "a 500 opens it")
+        time.sleep(1.2)
+        got = raw_get(proxy.port, "/up/x", body_parts=(b"12345", b"67890"), pause=2.0)
+        st = stats(proxy.metrics(), name)
+        check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"got 10\n"),
+              "the slow upload reached the origin whole: %r" % got[-40:])
+        check(st["admitted"] == 2 and st["released"] == 1 and st["failures"] == 1 and
+              st["successes"] == 0 and st["timed_out"] == 0 and st["state"] == "half-open",
+              "the probe was released at its deadline, nothing counted (%s)" % st)
+        check(any("still reading the client's body at its probe-timeout: released" in l
+                  for l in proxy.errors().splitlines()), "and the error log says why")
+        check(http_get(proxy.port, "/up/x")[0] == 200 and
+              stats(proxy.metrics(), name)["state"] == "closed",
+              "the next request probes and closes it")
+    finally:
+        proxy.stop()
+        app.stop()
 
 
 # --------------------------------------------------------------------------
@@ -724,6 +851,27 @@ def NX5_reload_keeps_unchanged_breakers(work, module):
         time.sleep(1.0)
         check(set(proxy.workers()) == set(new), "a bad reload keeps the workers")
         check(stats(proxy.metrics(), k) == sk3, "and the breakers")
+        # the zone keeps its size over reloads while the breakers fit in it
+        # (nginx keeps a zone only at the same size): 600 more servers pass
+        # 1 MiB, a new zone (every breaker afresh, said once); removing and
+        # adding them again then keeps every breaker
+        fill = "".join(upstream_block("f%d" % i, [p1], "circuit_breaker;") for i in range(600))
+        proxy.reload(keep2 + chg2 + fill)
+
+        def afresh():
+            return [l for l in proxy.errors().splitlines() if "every breaker starts afresh" in l]
+        check(len(afresh()) == 1 and stats(proxy.metrics(), c)["admitted"] == 0,
+              "growing past the zone: a new zone, said: %s" % afresh())
+        for _ in range(4):
+            http_get(proxy.port, "/chg/")
+        sc4 = stats(proxy.metrics(), c)
+        check(sc4["state"] == "open", "chg opens again in the new zone (%s)" % sc4)
+        proxy.reload(keep2 + chg2)
+        check(stats(proxy.metrics(), c) == sc4, "600 servers fewer: the zone and every "
+              "breaker kept (%s)" % stats(proxy.metrics(), c))
+        proxy.reload(keep2 + chg2 + fill)
+        check(stats(proxy.metrics(), c) == sc4 and len(afresh()) == 1,
+              "and 600 back: kept again (%s)" % stats(proxy.metrics(), c))
     finally:
         proxy.stop()
 
@@ -733,6 +881,8 @@ TESTS = {f.__name__: f for f in (
     NX4_timeout_after_the_status_is_a_failure,
     NX4_P1_a_trickling_probe_ends_at_probe_timeout,
     NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status,
+    NX4_P1_a_probe_waiting_for_a_slow_uploader_is_released,
+    NX3_NX4_the_next_server_after_a_probe_or_a_repeated_address,
     NX3_NX4_keepalive_either_order,
     NX3_a_rejecting_server_costs_no_try,
     NX3_NX4_outage_phases_settle_once_vs_max_fails,
