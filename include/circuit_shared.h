@@ -62,6 +62,13 @@
  * observes, the transitions have every generation 1, 2, 3, ... exactly
  * once (but for what a dead process had not delivered).
  *
+ * Known gap (finding F5, docs/CONTRACT.md SH2): a process killed between
+ * the two steps that take a probe slot (its bit, then its record with the
+ * due time) or free one (the record, then the bit) leaves a slot that never
+ * times out: with probes = 1 the breaker then stays half-open, refusing
+ * every call, until the next generation (circuit_reset or circuit_isolate,
+ * or new memory). Every other instruction is covered.
+ *
  * Not covered: sharing across machines or across kernels (the memory must
  * be coherent between the CPUs of one host); processes of different
  * builds of the library (the layout version refuses them, SH5); processes

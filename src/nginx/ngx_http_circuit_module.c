@@ -165,8 +165,10 @@ typedef struct {
                                                  * try runs with a cut copy */
 } ngx_http_circuit_peer_data_t;
 
-/* Per request: set when every server rejected (the filters' 503). */
+/* Per request: its try's ticket (the header filter settles an upgrade),
+ * and what the filters need for the 503 when every server rejected. */
 typedef struct {
+    ngx_http_circuit_peer_data_t  *cp;
     ngx_flag_t      all_rejected;
     ngx_flag_t      replace_body;
     ngx_flag_t      body_sent;
@@ -1379,6 +1381,7 @@ ngx_http_circuit_init_peer(ngx_http_request_t *r,
 {
     ngx_http_circuit_srv_conf_t   *ucf;
     ngx_http_circuit_peer_data_t  *cp;
+    ngx_http_circuit_ctx_t        *ctx;
     ngx_pool_cleanup_t            *cln;
 
     ucf = ngx_http_conf_upstream_srv_conf(us, ngx_http_circuit_module);
@@ -1397,6 +1400,16 @@ ngx_http_circuit_init_peer(ngx_http_request_t *r,
     }
     cln->handler = ngx_http_circuit_cleanup;
     cln->data = cp;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_circuit_module);
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_circuit_ctx_t));
+        if (ctx == NULL) {
+            return NGX_ERROR;
+        }
+        ngx_http_set_ctx(r, ctx, ngx_http_circuit_module);
+    }
+    ctx->cp = cp;
 
     cp->ucf = ucf;
     cp->r = r;
@@ -1737,6 +1750,20 @@ ngx_http_circuit_header_filter(ngx_http_request_t *r)
     int                      n;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_circuit_module);
+    if (ctx != NULL && ctx->cp != NULL && ctx->cp->live && r->upstream != NULL
+        && r->upstream->upgrade
+        && r->headers_out.status == NGX_HTTP_SWITCHING_PROTOCOLS)
+    {
+        /* the origin switched protocols (a websocket): that answer is its
+         * outcome, settled now; what the connection does for minutes or
+         * hours after is not the origin's result, and a probe's cut
+         * timeouts and deadline end here, before nginx arms the upgraded
+         * connection's timers */
+        ctx->cp->live = 0;
+        ngx_http_circuit_live--;
+        circuit_done(&ctx->cp->ticket, NGX_HTTP_SWITCHING_PROTOCOLS);
+        ngx_http_circuit_unprobe(ctx->cp);
+    }
     if (ctx == NULL || !ctx->all_rejected
         || r->headers_out.status != NGX_HTTP_BAD_GATEWAY)
     {

@@ -243,10 +243,11 @@ class HungOrigin:
     whose gaps stay under a read timeout while the whole never ends. With
     `whole` instead, from connection `trickle_from` on, it sends `first` and
     then `whole` at once (as fast as the reader takes it) and holds the
-    socket."""
+    socket. Connections before `first_from` get nothing at all."""
 
-    def __init__(self, ports, first=b"", trickle=None, trickle_from=1, whole=None):
-        self.first = first
+    def __init__(self, ports, first=b"", trickle=None, trickle_from=1, whole=None,
+                 first_from=1):
+        self.first, self.first_from = first, first_from
         self.whole = whole
         self.trickle, self.trickle_from = trickle, trickle_from
         self.ports = list(ports)
@@ -285,7 +286,7 @@ class HungOrigin:
                 t = threading.Thread(target=self._trickle, args=(c,), daemon=True)
                 t.start()
                 self.threads.append(t)
-            elif self.first:
+            elif self.first and n >= self.first_from:
                 try:
                     c.sendall(self.first)
                 except OSError:

@@ -416,6 +416,63 @@ def NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status(work, module):
 
 
 # --------------------------------------------------------------------------
+# NX4 (and P1): an upgrade (websocket) is settled by its 101
+# --------------------------------------------------------------------------
+
+def NX4_P1_a_websocket_probe_is_settled_by_its_101(work, module):
+    """A probe answered 101 Switching Protocols (proxy_buffering off): the
+    101 is the origin's answer, a success; the upgraded connection then
+    lives on with the location's timeouts, past the probe's 1 s."""
+    port = free_port()
+    origin = HungOrigin([port], first=b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                      b"Connection: Upgrade\r\n\r\n", first_from=2)
+    body = upstream_block("ws", [port], "circuit_breaker policy=consecutive:1 open-for=1s "
+                                        "probe-timeout=1s;")
+    server = ("        location /trip/ { proxy_pass http://ws; proxy_read_timeout 1s; }\n"
+              "        location /ws/ { proxy_pass http://ws; proxy_http_version 1.1;\n"
+              "            proxy_set_header Upgrade $http_upgrade;\n"
+              "            proxy_set_header Connection upgrade;\n"
+              "            proxy_buffering off; proxy_read_timeout 10s; }\n")
+    proxy = Proxy(work / "proxy", module, body, workers=1, server_body=server)
+    name = "ws/127.0.0.1:%d" % port
+    try:
+        origin.start()
+        proxy.start()
+        check(http_get(proxy.port, "/trip/")[0] == 504 and
+              stats(proxy.metrics(), name)["state"] == "open", "a hung answer opens it")
+        time.sleep(1.2)
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        try:
+            s.sendall(b"GET /ws/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            check(head.startswith(b"HTTP/1.1 101"), "the upgrade came through: %r" % head[:40])
+            st = stats(proxy.metrics(), name)
+            check(st["successes"] == 1 and st["failures"] == 1 and st["state"] == "closed",
+                  "the 101 settled the probe as a success and closed the breaker (%s)" % st)
+            time.sleep(2.0)  # twice the probe-timeout, the connection idle
+            s.settimeout(0.5)
+            try:
+                alive_still = s.recv(1) != b""
+            except socket.timeout:
+                alive_still = True
+            check(alive_still, "the upgraded connection lives on past the probe-timeout")
+        finally:
+            s.close()
+        st = stats(proxy.metrics(), name)
+        check(st["admitted"] == 2 and st["settled"] == 2 and st["state"] == "closed",
+              "settled once each (%s)" % st)
+    finally:
+        proxy.stop()
+        origin.stop()
+
+
+# --------------------------------------------------------------------------
 # NX3, NX4: after a refused probe, or a repeated address, the next server
 # --------------------------------------------------------------------------
 
@@ -882,6 +939,7 @@ TESTS = {f.__name__: f for f in (
     NX4_P1_a_trickling_probe_ends_at_probe_timeout,
     NX4_P1_a_probe_held_by_a_slow_client_is_settled_by_its_status,
     NX4_P1_a_probe_waiting_for_a_slow_uploader_is_released,
+    NX4_P1_a_websocket_probe_is_settled_by_its_101,
     NX3_NX4_the_next_server_after_a_probe_or_a_repeated_address,
     NX3_NX4_keepalive_either_order,
     NX3_a_rejecting_server_costs_no_try,
