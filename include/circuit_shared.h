@@ -64,8 +64,8 @@
  *
  * Known gap (finding F5, docs/CONTRACT.md SH2): a process killed between
  * the two steps that take a probe slot (its bit, then its record with the
- * due time) or free one (the record, then the bit) leaves a slot that never
- * times out: with probes = 1 the breaker then stays half-open, refusing
+ * due time, then the timeout scan's hint) or free one (the record, then the
+ * bit) leaves a slot that never times out: with probes = 1 the breaker then stays half-open, refusing
  * every call, until the next generation (circuit_reset or circuit_isolate,
  * or new memory). Every other instruction is covered.
  *
