@@ -188,6 +188,8 @@ static ngx_int_t ngx_http_circuit_postconfiguration(ngx_conf_t *cf);
 static ngx_int_t ngx_http_circuit_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_circuit_init_process(ngx_cycle_t *cycle);
+static void ngx_http_circuit_unprobe(ngx_http_circuit_peer_data_t *cp);
+static circuit_ticket *ngx_http_circuit_settling(ngx_http_circuit_peer_data_t *cp);
 static void ngx_http_circuit_exit_process(ngx_cycle_t *cycle);
 
 
@@ -824,19 +826,6 @@ ngx_http_circuit_create_srv_conf(ngx_conf_t *cf)
 static ngx_int_t ngx_http_circuit_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
 
-/* Whether the exposition takes `label` as a breaker's label value (valid
- * UTF-8): asked of the core's formatter itself, the one judge of it. */
-static bool
-ngx_http_circuit_label_ok(const char *label)
-{
-    circuit_stats  st;
-
-    ngx_memzero(&st, sizeof(st));
-    st.state = CIRCUIT_CLOSED;
-    return circuit_stats_format_prometheus_many(&st, &label, 1, NULL, 0) >= 0;
-}
-
-
 /* Called by the upstream module's init_main_conf, after the upstream block
  * was read: the balancer first, then one breaker per server address. */
 static ngx_int_t
@@ -913,14 +902,6 @@ ngx_http_circuit_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
             p = ngx_sprintf(s->label.data, "%V/%V", &ucf->name, &a->name);
             *p = '\0';
             s->label.len = p - s->label.data;
-            if (!ngx_http_circuit_label_ok((const char *) s->label.data)) {
-                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                              "circuit_breaker: the breaker \"%V\" (upstream "
-                              "name/address: its Prometheus label) is not "
-                              "UTF-8 in %V:%ui", &s->label, &ucf->file,
-                              ucf->line);
-                return NGX_ERROR;
-            }
 
             len = s->label.len + 1 + ucf->params_key.len;
             s->key.data = ngx_pnalloc(cf->pool, len);
@@ -1155,11 +1136,12 @@ ngx_http_circuit_old_zone_size(ngx_conf_t *cf, ngx_str_t *name)
 }
 
 
-/* Every breaker's label differs from the others' (one series each, and
- * the zone tells breakers apart by label and parameters): an upstream's
- * name may hold a '/', so "a/unix:/x" + "unix:/y" and "a" + "unix:/x/unix:/y"
- * meet. The formatter says whether all of them are taken; only when not,
- * the pair is looked for, to be named. */
+/* Every breaker's label is UTF-8 and differs from the others' (one series
+ * each, and the zone tells breakers apart by label and parameters): an
+ * upstream's name may hold any byte and a '/', so "a/unix:/x" + "unix:/y"
+ * and "a" + "unix:/x/unix:/y" meet. The core's formatter, the one judge of
+ * a label, says whether all of them are taken; only when not, the culprit
+ * is looked for, to be named. */
 static ngx_int_t
 ngx_http_circuit_labels_differ(ngx_conf_t *cf, ngx_http_circuit_main_conf_t *mcf)
 {
@@ -1179,6 +1161,16 @@ ngx_http_circuit_labels_differ(ngx_conf_t *cf, ngx_http_circuit_main_conf_t *mcf
     }
     if (circuit_stats_format_prometheus_many(st, names, n, NULL, 0) >= 0) {
         return NGX_OK;
+    }
+    for (i = 0; i < n; i++) {
+        if (circuit_stats_format_prometheus_many(st, &names[i], 1, NULL, 0) < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "circuit_breaker: the breaker \"%V\" (upstream "
+                          "name/address: its Prometheus label) is not UTF-8 "
+                          "in %V:%ui", &s[i]->label, &s[i]->ucf->file,
+                          s[i]->ucf->line);
+            return NGX_ERROR;
+        }
     }
     for (i = 0; i < n; i++) {
         for (j = i + 1; j < n; j++) {
@@ -1364,13 +1356,9 @@ ngx_http_circuit_cleanup(void *data)
 {
     ngx_http_circuit_peer_data_t  *cp = data;
 
-    if (cp->deadline.timer_set) {
-        ngx_del_timer(&cp->deadline);
-    }
+    ngx_http_circuit_unprobe(cp);
     if (cp->live) {
-        cp->live = 0;
-        ngx_http_circuit_live--;
-        circuit_release(&cp->ticket);
+        circuit_release(ngx_http_circuit_settling(cp));
     }
 }
 
@@ -1468,6 +1456,37 @@ ngx_http_circuit_unprobe(ngx_http_circuit_peer_data_t *cp)
 }
 
 
+/* The ticket of a try that is settled now (at its end, or early): no
+ * longer live, nor a probe's (unprobe); the caller settles or releases it.
+ * Only while cp->live. */
+static circuit_ticket *
+ngx_http_circuit_settling(ngx_http_circuit_peer_data_t *cp)
+{
+    cp->live = 0;
+    ngx_http_circuit_live--;
+    ngx_http_circuit_unprobe(cp);
+    return &cp->ticket;
+}
+
+
+/* Gives the balancer's offer back, as for a down server: no failure, and
+ * no proxy_next_upstream try (the balancer counts a give-back as one); a
+ * cached connection keepalive handed over (NGX_DONE) is closed, not used. */
+static void
+ngx_http_circuit_give_back(ngx_http_circuit_peer_data_t *cp,
+    ngx_peer_connection_t *pc, ngx_int_t rc)
+{
+    ngx_uint_t  tries = pc->tries;
+
+    if (rc == NGX_DONE && pc->connection != NULL) {
+        ngx_close_connection(pc->connection);
+        pc->connection = NULL;
+    }
+    cp->original_free_peer(pc, cp->data, 0);
+    pc->tries = tries;
+}
+
+
 /* A probe's deadline: its origin connection has not finished within
  * probe-timeout of its admission (a body that trickles, each gap shorter
  * than the read timeout). The upstream's read event is made to time out
@@ -1491,10 +1510,7 @@ ngx_http_circuit_deadline(ngx_event_t *ev)
         ngx_log_error(NGX_LOG_NOTICE, ev->log, 0,
                       "circuit: probe of %V still reading the client's body "
                       "at its probe-timeout: released", &cp->current->label);
-        cp->live = 0;
-        ngx_http_circuit_live--;
-        circuit_release(&cp->ticket);
-        ngx_http_circuit_unprobe(cp);
+        circuit_release(ngx_http_circuit_settling(cp));
         return;
     }
     if (u->buffering && u->pipe != NULL && u->pipe->free_raw_bufs == NULL
@@ -1505,10 +1521,7 @@ ngx_http_circuit_deadline(ngx_event_t *ev)
          * spill to): nginx stopped reading, not the origin, which
          * answered; settle the probe by its status now and let the
          * response go on at the client's pace */
-        cp->live = 0;
-        ngx_http_circuit_live--;
-        circuit_done(&cp->ticket, (int) u->state->status);
-        ngx_http_circuit_unprobe(cp);
+        circuit_done(ngx_http_circuit_settling(cp), (int) u->state->status);
         return;
     }
     c = u->peer.connection;
@@ -1569,7 +1582,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
     ngx_http_circuit_srv_conf_t   *ucf = cp->ucf;
     ngx_http_circuit_server_t     *s;
     ngx_http_circuit_ctx_t        *ctx;
-    ngx_uint_t                     idx, n, asked = 0, again = 0, tries;
+    ngx_uint_t                     idx, n, asked = 0, again = 0;
     uint64_t                       tried[4] = { 0, 0, 0, 0 };
     circuit_rejection              rej, best;
     int64_t                        secs, best_secs = 0;
@@ -1600,13 +1613,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
              * block (one breaker for both): ask on, as many times as the
              * block repeats addresses; past that it has no other (e.g. a
              * single server) */
-            if (rc == NGX_DONE && pc->connection != NULL) {
-                ngx_close_connection(pc->connection);
-                pc->connection = NULL;
-            }
-            tries = pc->tries;
-            cp->original_free_peer(pc, cp->data, 0);
-            pc->tries = tries;
+            ngx_http_circuit_give_back(cp, pc, rc);
             if (++again > ucf->dups) {
                 break;
             }
@@ -1631,18 +1638,7 @@ ngx_http_circuit_get_peer(ngx_peer_connection_t *pc, void *data)
             best_secs = secs;
             have_best = true;
         }
-        /* like a down server: back to the balancer, not as a failure; a
-         * cached connection keepalive handed over is closed, not used */
-        if (rc == NGX_DONE && pc->connection != NULL) {
-            ngx_close_connection(pc->connection);
-            pc->connection = NULL;
-        }
-        /* the balancer counts the give-back as a try
-         * (proxy_next_upstream_tries); a skipped server, like a down one,
-         * costs none */
-        tries = pc->tries;
-        cp->original_free_peer(pc, cp->data, 0);
-        pc->tries = tries;
+        ngx_http_circuit_give_back(cp, pc, rc);
         if (idx < 256) {
             tried[idx / 64] |= (uint64_t) 1 << (idx % 64);
         }
@@ -1681,32 +1677,28 @@ ngx_http_circuit_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_http_upstream_t           *u = cp->r->upstream;
     ngx_uint_t                     status = 0;
     ngx_connection_t              *c = pc->connection;
+    circuit_ticket                *t;
 
     ngx_http_circuit_unprobe(cp);
     if (cp->live) {
-        cp->live = 0;
-        ngx_http_circuit_live--;
+        t = ngx_http_circuit_settling(cp);
         if (u != NULL && u->state != NULL) {
             status = u->state->status;
         }
         if (c != NULL && (c->read->timedout || c->write->timedout)) {
             /* a timeout, even after the status line (a body that hangs or
              * trickles): the origin did not answer in time, a failure */
-            circuit_done(&cp->ticket, -ETIMEDOUT);
+            circuit_done(t, -ETIMEDOUT);
         } else if ((c != NULL && c->read->error)
                    || (u != NULL && u->pipe != NULL && u->pipe->upstream_error))
         {
-            circuit_done(&cp->ticket, -ECONNRESET); /* the answer broke off */
+            circuit_done(t, -ECONNRESET); /* the answer broke off */
         } else if (status > 0) {
-            circuit_done(&cp->ticket, (int) status);
+            circuit_done(t, (int) status);
         } else if (state & NGX_PEER_FAILED) {
-            if (c != NULL && (c->read->timedout || c->write->timedout)) {
-                circuit_done(&cp->ticket, -ETIMEDOUT);
-            } else {
-                circuit_done(&cp->ticket, -ECONNREFUSED);
-            }
+            circuit_done(t, -ECONNREFUSED); /* a timeout was taken above */
         } else {
-            circuit_release(&cp->ticket);   /* no outcome: the client left */
+            circuit_release(t);   /* no outcome: the client left */
         }
     }
     cp->current = NULL;
@@ -1759,10 +1751,8 @@ ngx_http_circuit_header_filter(ngx_http_request_t *r)
          * hours after is not the origin's result, and a probe's cut
          * timeouts and deadline end here, before nginx arms the upgraded
          * connection's timers */
-        ctx->cp->live = 0;
-        ngx_http_circuit_live--;
-        circuit_done(&ctx->cp->ticket, NGX_HTTP_SWITCHING_PROTOCOLS);
-        ngx_http_circuit_unprobe(ctx->cp);
+        circuit_done(ngx_http_circuit_settling(ctx->cp),
+                     NGX_HTTP_SWITCHING_PROTOCOLS);
     }
     if (ctx == NULL || !ctx->all_rejected
         || r->headers_out.status != NGX_HTTP_BAD_GATEWAY)

@@ -94,6 +94,15 @@ def raw_get(port, path, rcvbuf=None, before_read=None, body_parts=(), pause=0.0)
     return got
 
 
+def open_then_half_open(proxy, path, status, name, what):
+    """GET `path` answers `status` and opens breaker `name` (policy
+    consecutive:1, open-for=1s); then waits out the open period, so that
+    the next request is a probe."""
+    check(http_get(proxy.port, path)[0] == status and
+          stats(proxy.metrics(), name)["state"] == "open", what)
+    time.sleep(1.2)
+
+
 def upstream_block(name, ports, extra="", server_params=""):
     servers = "\n".join("        server 127.0.0.1:%d%s;" % (p, server_params) for p in ports)
     return "    upstream %s {\n%s\n        %s\n    }\n" % (name, servers, extra)
@@ -438,9 +447,7 @@ def NX4_P1_a_websocket_probe_is_settled_by_its_101(work, module):
     try:
         origin.start()
         proxy.start()
-        check(http_get(proxy.port, "/trip/")[0] == 504 and
-              stats(proxy.metrics(), name)["state"] == "open", "a hung answer opens it")
-        time.sleep(1.2)
+        open_then_half_open(proxy, "/trip/", 504, name, "a hung answer opens it")
         s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
         try:
             s.sendall(b"GET /ws/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
@@ -545,9 +552,7 @@ def NX4_P1_a_probe_waiting_for_a_slow_uploader_is_released(work, module):
     try:
         app.start()
         proxy.start()
-        check(http_get(proxy.port, "/up/d/0/500")[0] == 500 and
-              stats(proxy.metrics(), name)["state"] == "open", "a 500 opens it")
-        time.sleep(1.2)
+        open_then_half_open(proxy, "/up/d/0/500", 500, name, "a 500 opens it")
         got = raw_get(proxy.port, "/up/x", body_parts=(b"12345", b"67890"), pause=2.0)
         st = stats(proxy.metrics(), name)
         check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"got 10\n"),
