@@ -114,7 +114,7 @@ extern "C" {
  *  circuit_shared_attach requires (SH5). It changes whenever the layout
  *  of the shared memory does; processes built against different versions
  *  cannot share a breaker. */
-#define CIRCUIT_SHARED_LAYOUT 2
+#define CIRCUIT_SHARED_LAYOUT 3
 
 /*
  * circuit_shared_size - bytes of shared memory one breaker needs.

@@ -114,22 +114,19 @@ void circuit__check_spec(circuit_breaker **out, const circuit_spec *spec, const 
 
 /* The arrays after the shared state, in this order: the probe slots
  * (16-byte aligned), the closed window's bitmap (16-byte words; in the
- * shared state when it is one word), the window ring and the slot bitmap.
- * One layout for circuit_new's block and the shared region (shared.c). */
+ * shared state when it is one word) and the window ring. One layout for
+ * circuit_new's block and the shared region (shared.c). */
 size_t circuit__arrays_bytes(uint32_t window, uint32_t probes)
 {
-    uint32_t words = (probes + 31u) / 32u;
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
-    return (size_t)probes * sizeof(circuit__u128) + cbits_bytes + ring_bytes +
-           (size_t)words * sizeof(uint64_t);
+    return (size_t)probes * sizeof(circuit__u128) + cbits_bytes + ring_bytes;
 }
 
 void circuit__handle_carve(circuit_breaker *b, circuit__shared *s, char *arrays, uint32_t window,
                            uint32_t probes)
 {
     _Static_assert(sizeof(circuit__shared) % 16 == 0, "the probe slots stay aligned");
-    uint32_t words = (probes + 31u) / 32u;
     size_t ring_bytes = window > 1 ? (size_t)window * sizeof(uint64_t) : 0;
     size_t cbits_bytes = window > 64 ? (size_t)circuit__cbits_words(window) * sizeof(circuit__u128) : 0;
     char *at = arrays;
@@ -138,11 +135,8 @@ void circuit__handle_carve(circuit_breaker *b, circuit__shared *s, char *arrays,
     at += (size_t)probes * sizeof(circuit__u128);
     at += cbits_bytes; /* the closed bitmap's words (circuit__cbits) */
     b->ring = ring_bytes ? (uint64_t *)(void *)at : NULL;
-    at += ring_bytes;
-    b->bitmap = (uint64_t *)(void *)at;
     b->window = window;
     b->probes = probes;
-    b->bitmap_words = words;
 }
 
 /* The handle, the shared state and the arrays in ONE block, zeroed (the

@@ -139,18 +139,15 @@ enum circuit__total {
  *                raise from the value read)         ld128_lo_acq)              loads probe_scans + hint; a scan
  * probe_scans    process_timeouts (faa_sc +1/-1)    hint_note (ld_acq)         adds to probe_scans, fence_sc, loads
  *                                                                              the records: one sees the other
- * slots[]        slot0_reserve, slot_take,          slot_free, scans,          acquire before the core check
- *  {tag, due}    slot0_adopt, slot_free; a          reserve, adopt, the        ("read X, check, CAS X"); the winner
- *                timeout's claim: take, free        claim's helpers,           of the not-busy CAS frees the bit;
- *                (cas128_sc)                        probes_in_flight           slot0_adopt keeps the bit it finds
- *                                                   (ld128_acq)                set (the reservation's)
+ * slots[]        slot0_reserve, slot_take,          slot_take, slot_free,      acquire before the core check
+ *  {tag, due}    slot0_adopt, slot_free; a          scans, reserve, adopt,     ("read X, check, CAS X"); the record
+ *                timeout's claim: take, free        the claim's helpers,       IS the slot: one CAS takes it (with
+ *                (cas128_sc)                        probes_in_flight           its due time) or frees it, so no
+ *                                                   (ld128_acq)                process dies half way (SH2)
  * probe_claim    a scan: idle -> active (cas128_sc, scans, claim helpers        read claim, slot, core, CAS claim:
  *  {n, t0, slot, after reading slot and core);      (ld128_acq)                while it is idle no timeout is
  *   gen, reuse}  any helper: active -> idle                                    counted, so t0 is the word's timed_out
  *                (cas128_sc)                                                   at the CAS (probes.md, TIMEOUTS)
- * bitmap[]       slot_take (cas_acq), slot 0        the same, scans (ld_acq);  bit_clear's release publishes the
- *  {gen, bits}   (cas_acq), bit_clear (cas_rel)     probes_in_flight (rlx:     not-busy record to the bit's next
- *                                                   a count for stats)         owner (acquire CAS)
  * ring[]         ring_write (cas_acq: the failed    circuit__append,           the writer's next core CAS (release)
  *  (half-open    CAS's value is re-checked),        ring_write, ring_start     publishes a record to the evicter a
  *   window)      ring_start (cas_acq), ring_clear   (ld_acq, then the caller   lap later (acquire of core)
@@ -290,10 +287,8 @@ struct circuit_breaker {
     uint64_t window_magic;         /* for circuit__mod_window */
     uint64_t *ring;                /* window slots (NULL when window == 1): half-open's window */
     circuit__u128 *slots;          /* probes slots: {tag, due_ns} */
-    uint64_t *bitmap;              /* ceil(probes / 32) words: {gen tag, 32 bits} */
     char *pcpu0;                   /* this breaker's unit in CPU 0's arena region; CPU i's
                                     * is pcpu_stride * i bytes further (percpu.h) */
-    uint32_t bitmap_words;
     uint32_t ncpu;
     uint32_t footprint;            /* bytes: circuit_test_footprint (CFG1's bounds keep it
                                     * under 2 MB) */

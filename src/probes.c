@@ -5,19 +5,29 @@
  * left under the same generation tag.
  *
  * INVARIANTS
- *   - a bitmap word's bits belong to the generation its tag names: a word of
- *     an older generation reads as all-free;
+ *   - the record is the slot: a slot is held in generation g exactly while
+ *     its record is busy with g's tag (a record of an older generation
+ *     reads as free). One CAS takes a slot, with its due time, and one CAS
+ *     frees it, so a process killed between any two steps leaves no slot
+ *     that never times out (SH2; finding F5);
  *   - a ticket names its slot by (index, generation, reuse): a stale ticket
  *     never frees a newer probe's slot, and whoever wins the CAS that makes a
  *     record not-busy frees the slot exactly once (T5, T6);
+ *   - a slot's reuse count never decreases (every take adds one), so a held
+ *     record never takes the same value twice;
  *   - probe_hint is a lower bound of every due time in the slots (Dekker with
- *     probe_scans), so a scan skipped on it misses no timeout;
+ *     probe_scans) for every admission that lives past its hint_note, and
+ *     no later than one probe_timeout after the last scan (timeouts.c), so a
+ *     dead admitter's timeout is found by the next scan but one;
  *   - only circuit_allow admits a probe: a reservation made by any other call
  *     is no probe (P1, S4);
- *   - an allow is admitted at the CAS that takes its slot's bit, after its
- *     check of the state word, and stays admitted: no bit is given back
- *     because the state moved on, so no allow is refused for a bit whose
- *     allow then answers otherwise (P1, S4; finding F3).
+ *   - an allow is admitted at the CAS that takes its slot's record, after
+ *     its check of the state word, and stays admitted: no slot is given back
+ *     because the state moved on, so no allow is refused for a slot whose
+ *     allow then answers otherwise (P1, S4; finding F3);
+ *   - FULL is answered only for a moment at which every record was held in
+ *     the state's generation and the state word held it (two equal
+ *     collects, then the word).
  * The protocol and its memory orders: docs/design/probes.md.
  */
 #include <string.h>
@@ -31,23 +41,9 @@
 
 static void hint_lower(circuit_breaker *b, int64_t due);
 
-
-void circuit__slot_bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen)
-{
-    uint64_t *word = &b->bitmap[slot / 32u];
-    uint64_t mask = UINT64_C(1) << (slot % 32u);
-    uint64_t w = circuit__ld_acq(word); /* acquire: table bitmap */
-    /* release: the slot record is made not-busy before its bit is freed,
-     * so the next owner of the bit sees that record */
-    while (bm_gen(w) == gen && (w & mask)) {
-        if (circuit__cas_rel(word, &w, w & ~mask))
-            return;
-    }
-}
-
 /* Before the CAS that makes open -> half-open (generation `gen`), whoever
  * tries it makes sure that probe slot 0 is reserved for the new generation:
- * its record busy with a due time (marked SLOT_RESERVED), its bit set, and
+ * its record busy with gen's tag and a due time (marked SLOT_RESERVED), and
  * the timeout hint no later than that due time. The CAS decides what it is:
  * an allow's CAS makes it that allow's probe slot, so the call that makes
  * the transition is admitted even when others race for the slots (S3),
@@ -121,52 +117,28 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
             break;
         }
     }
-    uint64_t w = circuit__ld_acq(&b->bitmap[0]); /* acquire: checked below */
-    for (;;) {
-        /* gen's tag with bit 0 set: reserved (by us or a racer). gen's tag
-         * with bit 0 clear is an older half-open state's word (2^30
-         * transitions ago, its slot 0 freed): no bit of gen but this one is
-         * set before the transition CAS, so the word becomes {gen, 1} */
-#if defined(CIRCUIT_PLANT_SLOT0_BIT)
-        /* PLANTED BUG (tests/sched/PLANTS.md): gen's tag
-         * with bit 0 clear is taken for the reservation's bit */
-        if (bm_gen(w) == gen)
-            return true;
-#else
-        if (bm_gen(w) == gen && (w & 1u))
-            return true;
-#endif
-        /* acquire: the check follows the read above */
-        if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
-            return false;
-        /* acquire on failure: re-checked; the transition CAS that follows
-         * (release) publishes the bit with the word */
-        if (circuit__cas_acq(&b->bitmap[0], &w, ((uint64_t)gen << 32) | 1u))
-            return true;
-    }
+    return true;
 }
 
 /* Before the CAS that enters half-open in generation `gen` from the open
  * word whose low half is open_lo: what older half-open states left under
  * gen's 30-bit tag (it comes back after 2^30 transitions) is emptied, so
  * that the new state does not read it as its own: the window's failure
- * records (counting.h), the busy records of slots 1.. (left by tickets
+ * records (counting.h) and the busy records of slots 1.. (left by tickets
  * released after their timeout fell due, whose timeouts a later state
- * never counts), and the bitmap's bits (all but slot 0's: slot0_reserve
- * sets that one, and tells the reservation's record from an old one by its
- * due time). No
- * record or bit of gen is made before the CAS except slot 0's, so anything
- * else tagged gen is old. Each write only while the word still holds
- * open_lo (read X, check, CAS X). O(window + probes) loads, once per open
- * period (by each thread that tries the transition), and only once the
- * generation has passed 2^30 (before that no tag repeats). False when the word
- * moved. Left as bounds: a thread stopped between its check and its CAS
- * while the transition is made and the new state writes a window record or
- * bitmap word equal bit for bit to the old one it read could empty it (it
- * needs both the 2^30 tag coincidence and that stop; a slot record cannot
- * repeat: its reuse count grows); and with a probe_timeout so large that
- * both due times saturate at INT64_MAX, slot 0's old record cannot be told
- * from a reservation. */
+ * never counts; slot 0's is slot0_reserve's to tell from a reservation, by
+ * its due time). No record of gen is made before the CAS except slot 0's,
+ * so anything else tagged gen is old. Each write only while the word still
+ * holds open_lo (read X, check, CAS X). O(window + probes) loads, once per
+ * open period (by each thread that tries the transition), and only once the
+ * generation has passed 2^30 (before that no tag repeats). False when the
+ * word moved. Left as bounds: a thread stopped between its check and its
+ * CAS while the transition is made and the new state writes a window record
+ * equal bit for bit to the old one it read could empty it (it needs both
+ * the 2^30 tag coincidence and that stop; a slot record cannot repeat: its
+ * reuse count grows); and with a probe_timeout so large that both due times
+ * saturate at INT64_MAX, slot 0's old record cannot be told from a
+ * reservation. */
 bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
 {
 #if !defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_WINDOW)
@@ -178,7 +150,7 @@ bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
 #endif
 #if defined(CIRCUIT_PLANT_HALFOPEN_ALIAS_SLOTS)
     /* PLANTED BUG (tests/sched/PLANTS.md): busy slot
-     * records and bitmap bits under gen's tag are left in place */
+     * records under gen's tag are left in place */
     return true;
 #endif
     for (uint32_t i = 1; i < b->probes; i++) {
@@ -194,41 +166,12 @@ bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo)
                 break;
         }
     }
-    for (uint32_t j = 0; j < b->bitmap_words; j++) {
-        uint64_t w = circuit__ld_acq(&b->bitmap[j]); /* acquire: checked below */
-        while (bm_gen(w) == gen) {
-            uint64_t nw;
-            if (j == 0 && (w & 1u)) {
-                if ((uint32_t)w == 1u)
-                    break; /* slot 0's reservation alone */
-                nw = (w & ~UINT64_C(0xffffffff)) | 1u; /* its bit kept */
-            } else {
-                /* An old word is re-tagged as the generation before gen, not
-                 * left {gen, 0}: a slot0_reserve stopped after reading
-                 * {gen, 0} would find that value again once this state's
-                 * probes have come and gone, and set a bit nobody frees */
-                nw = (uint64_t)((gen - 1u) & CIRCUIT__GEN_MASK) << 32;
-#if defined(CIRCUIT_PLANT_SEAM_BIT0_ABA) || defined(CIRCUIT_PLANT_SLOT0_BIT)
-                /* PLANTED BUG (tests/sched/PLANTS.md): {gen, 0} is left */
-                if ((uint32_t)w == 0u)
-                    break;
-                nw = w & ~UINT64_C(0xffffffff);
-#endif
-            }
-            /* acquire: the check follows the read above */
-            if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
-                return false;
-            /* acquire on failure: re-checked; the transition CAS that
-             * follows (release) publishes it */
-            if (circuit__cas_acq(&b->bitmap[j], &w, nw))
-                break;
-        }
-    }
     return true;
 }
 
-/* Frees a slot whose record still carries the ticket's tag; the winner of
- * the record CAS (done, release or timeout) frees the bit: exactly once. */
+/* Frees a slot whose record still carries the ticket's tag, by one CAS to
+ * not-busy: the winner of that CAS (done, release, or a timeout's claim
+ * with SLOT_TAKEN) ends the slot, exactly once. */
 bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
                       bool unless_due, int64_t now)
 {
@@ -240,12 +183,21 @@ bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_
             return false; /* timed out, or already freed */
         if (unless_due && slot_due(cur.hi) <= now)
             return false; /* its timeout fell due: the next allow/done counts it */
-        circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
-        /* sc: table slots */
-        if (circuit__cas128_sc(s, &cur, nw)) {
-            circuit__slot_bit_clear(b, slot, gen);
-            return true;
+#if defined(CIRCUIT_PLANT_FREE_DUE_FIRST)
+        /* PLANTED BUG (tests/sched/PLANTS.md): the slot's timeout is
+         * disarmed (due INT64_MAX) by one CAS and the slot freed by a
+         * second: a process killed in between holds the slot for good */
+        if (slot_due(cur.hi) != INT64_MAX) {
+            circuit__u128 disarmed = {tag, (uint64_t)INT64_MAX};
+            if (circuit__cas128_sc(s, &cur, disarmed)) /* sc: table slots */
+                cur = disarmed;
+            continue;
         }
+#endif
+        circuit__u128 nw = {tag & ~SLOT_BUSY, cur.hi};
+        /* sc: table slots; the slot is free from this CAS on */
+        if (circuit__cas128_sc(s, &cur, nw))
+            return true;
     }
 }
 
@@ -293,76 +245,74 @@ static void hint_note(circuit_breaker *b, int64_t due)
 
 /* Takes a free probe slot of generation `gen` for a probe due at `due`:
  * ADMITTED with *slot and *reuse, FULL, or STALE when the state moved on
- * before anything was taken. The slot's record is read and the state word
- * checked BEFORE the bit's CAS, so the probe is admitted at that CAS and
- * never gives its bit back because the state moved on (P1, S4: no allow is
- * refused for a probe never admitted; docs/design/probes.md, ADMISSION). */
+ * before anything was taken. A slot is taken by ONE CAS of its record, from
+ * the value read before the state word's check to {gen, reuse + 1, busy,
+ * due}: the probe is admitted at that CAS (the record held the value read
+ * all along, so at the check the slot was free and the state half-open in
+ * gen) and never gives its slot back because the state moved on (P1, S4;
+ * docs/design/probes.md, ADMISSION). FULL only for a moment at which every
+ * record was held in gen and the word held gen: a collect of held records,
+ * a second collect with the same reuse sum (reuse counts never decrease and
+ * a freed slot is retaken with reuse + 1, so equal sums mean no record
+ * changed owner between its two reads), then the word. O(probes) loads;
+ * lock-free: a second collect differs only when another call took or freed
+ * a slot. */
 static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *slot,
                                 uint32_t *reuse)
 {
-    for (uint32_t i = 0; i < b->bitmap_words; i++) {
-        uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: checked below */
-        for (;;) {
-            /* Another generation's word reads as empty: older, or newer and
-             * then the state word check below says we are stale */
-            uint32_t bits = bm_gen(w) == gen ? (uint32_t)w : 0;
-            uint32_t free_bits = ~bits & bm_limit(b, i);
-            if (!free_bits)
-                break;
-            uint32_t bit = (uint32_t)__builtin_ctz(free_bits), s = i * 32u + bit;
-            /* acquire: the bit's free, so its last owner's release (bit
-             * clear) shows the record it left; read before the check, CASed
-             * after */
+    for (;;) {
+        uint64_t sum = 0;
+        for (uint32_t s = 0; s < b->probes; s++) {
+            /* acquire: read before the check, CASed after */
             circuit__u128 cur = circuit__ld128_acq(&b->slots[s]);
-            if (core_gen(b) != gen)
-                return CIRCUIT__STALE;
-            uint64_t nw = ((uint64_t)gen << 32) | bits | (UINT32_C(1) << bit);
-            /* acquire on failure: the value returned is checked again */
-            if (!circuit__cas_acq(&b->bitmap[i], &w, nw))
-                continue;
-            CIRCUIT__HOOK(CIRCUIT_TP_PROBE_BIT_TAKEN);
-            *slot = s;
-            /* Admitted: the word held gen when the bit was free (its value
-             * unchanged from the read before the check to the CAS). The
-             * record is written from the value read before the check, so a
-             * later state's record is never overwritten (the CAS fails); if
-             * the state moves on meanwhile, the ticket is late (T2, T6). */
-            circuit__u128 rec = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
-            /* sc: table slots */
-            if (circuit__cas128_sc(&b->slots[s], &cur, rec)) {
-                *reuse = slot_reuse(rec.lo);
-                return CIRCUIT__ADMITTED;
-            }
-            /* The record moved since the read: a probe of gen took this
-             * slot and ended between our read of the word and the CAS (the
-             * same word again), or a later state wrote it. Admitted if the
-             * word still holds gen after the CAS (then it held gen at the
-             * CAS); else the bit goes back (a bound: docs/design/probes.md,
-             * ADMISSION). */
-            for (bool held = false;;) {
-                if (core_gen(b) != gen) {
-                    if (held)
-                        break; /* admitted; the record is a later state's */
-                    circuit__slot_bit_clear(b, s, gen);
+            while (!slot_held(cur, gen)) {
+                /* free in gen: a record not busy, or of another generation
+                 * (older; or newer, and then the check says we are stale) */
+                if (core_gen(b) != gen)
                     return CIRCUIT__STALE;
+                circuit__u128 rec = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+#if defined(CIRCUIT_PLANT_TAKE_TWO_STEPS)
+                /* PLANTED BUG (tests/sched/PLANTS.md): the slot is taken
+                 * with no due time and given one by a second CAS: a process
+                 * killed in between holds the slot for good */
+                rec.hi = (uint64_t)INT64_MAX;
+#endif
+                /* sc: table slots; lost: cur is the record's new value */
+                if (circuit__cas128_sc(&b->slots[s], &cur, rec)) {
+                    CIRCUIT__HOOK(CIRCUIT_TP_PROBE_TAKEN);
+#if defined(CIRCUIT_PLANT_TAKE_TWO_STEPS)
+                    circuit__cas128_sc(&b->slots[s], &rec,
+                                       (circuit__u128){rec.lo, (uint64_t)due}); /* sc: slots */
+#endif
+                    *slot = s;
+                    *reuse = slot_reuse(rec.lo);
+                    return CIRCUIT__ADMITTED;
                 }
-                held = true;
-                rec.lo = slot_tag(gen, slot_reuse(cur.lo) + 1);
-                /* sc: table slots; cur is the record's new value on failure */
-                if (circuit__cas128_sc(&b->slots[s], &cur, rec))
-                    break;
             }
-            *reuse = slot_reuse(rec.lo);
-            return CIRCUIT__ADMITTED;
+            sum += slot_reuse(cur.lo);
         }
+        bool same = true;
+        if (b->probes > 1) {
+            uint64_t again = 0;
+            for (uint32_t s = 0; s < b->probes && same; s++) {
+                /* acquire: table slots (the word is read after) */
+                circuit__u128 cur = circuit__ld128_acq(&b->slots[s]);
+                same = slot_held(cur, gen);
+                again += slot_reuse(cur.lo);
+            }
+            same = same && again == sum;
+        }
+        if (!same)
+            continue; /* a slot changed owner: collect again */
+        /* the word held gen before the first collect (the caller's read)
+         * and still does: it held gen between the two collects */
+        return core_gen(b) == gen ? CIRCUIT__FULL : CIRCUIT__STALE;
     }
-    return CIRCUIT__FULL;
 }
 
-/* Takes over slot 0's reservation when it is no probe (SLOT 0 above): its
- * bit is set already, so one CAS of its record from the value read (after
- * checking that gen's word carries the mark) makes it this call's probe
- * slot, due at `due`. False when slot 0 holds no such reservation. */
+/* Takes over slot 0's reservation when it is no probe (SLOT 0 above): one
+ * CAS of its record from the value read (after checking that gen's word
+ * carries the mark) makes it this call's probe slot, due at `due`. False when slot 0 holds no such reservation. */
 static bool slot0_adopt(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *reuse)
 {
 #if defined(CIRCUIT_PLANT_NO_ADOPT)
@@ -405,6 +355,7 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
     int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
     if (slot0_adopt(b, gen, due, reuse)) {
         *slot = 0; /* a reservation that is no probe: ours now */
+        CIRCUIT__HOOK(CIRCUIT_TP_PROBE_TAKEN);
     } else {
         circuit__admit a = slot_take(b, gen, due, slot, reuse);
         if (a != CIRCUIT__ADMITTED)
@@ -431,24 +382,20 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint64_t lo)
 {
     uint32_t gen = circuit__gen(lo);
     int64_t n = 0;
-    bool bit0 = false;
-    for (uint32_t i = 0; i < b->bitmap_words; i++) {
-        /* relaxed: a count for stats, each word a value it held */
-        uint64_t w = circuit__ld_rlx(&b->bitmap[i]);
-        if (bm_gen(w) == gen) {
-            n += __builtin_popcount((uint32_t)w);
-            bit0 = bit0 || (i == 0 && (w & 1u));
-        }
-    }
-    /* slot 0's bit held by a reservation that is no probe (SLOT 0 above).
-     * acquire: table slots (a count for stats: a value the record held) */
+    for (uint32_t i = 0; i < b->probes; i++) {
+        /* acquire: table slots (a count for stats: each record a value it
+         * held) */
+        circuit__u128 r = circuit__ld128_acq(&b->slots[i]);
+        if (!slot_held(r, gen))
+            continue;
+        /* slot 0's reservation when it is no probe (SLOT 0 above) */
 #if !defined(CIRCUIT_PLANT_PIF_RESERVATION)
-    if (bit0 && (lo & CIRCUIT__LO_NO_PROBE0) && slot0_phantom(circuit__ld128_acq(&b->slots[0]), gen))
-        n--;
+        if (i == 0 && (lo & CIRCUIT__LO_NO_PROBE0) && slot0_phantom(r, gen))
+            continue;
 #else
-    /* PLANTED BUG (tests/sched/PLANTS.md): the reservation counts as a probe */
-    (void)bit0;
+        /* PLANTED BUG (tests/sched/PLANTS.md): the reservation counts as a probe */
 #endif
+        n++;
+    }
     return n;
 }
-

@@ -9,8 +9,7 @@
  *                      the config, the sizes and the offsets below
  *   off_shared         the shared state (circuit__shared, internal.h)
  *   off_shared + its size   the arrays, as circuit_new lays them out
- *                      (breaker.c: probe slots, closed bitmap, ring, slot
- *                      bitmap)
+ *                      (breaker.c: probe slots, closed bitmap, ring)
  *   off_pcpu           the per-CPU part: one unit per CPU, each on a cache
  *                      line of its own (pcpu_stride = the line), so that no
  *                      two CPUs write one line (L6); absent when the units

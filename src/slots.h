@@ -1,6 +1,8 @@
 /*
- * A probe slot's record and the ownership bitmap's words, shared by
- * probes.c (admission, release) and timeouts.c (the scan and the claim).
+ * A probe slot's record, shared by probes.c (admission, release) and
+ * timeouts.c (the scan and the claim). The record is the slot: a slot is
+ * held in generation g exactly while its record is busy with g's tag, so
+ * one CAS takes it (with its due time) and one CAS frees it.
  * Layout and protocol: docs/design/probes.md.
  */
 #ifndef CIRCUIT_SLOTS_H
@@ -23,7 +25,12 @@ static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
 static inline uint32_t slot_gen(uint64_t tag) { return (uint32_t)((tag >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t slot_reuse(uint64_t tag) { return (uint32_t)(tag >> 1); }
 
-static inline uint32_t bm_gen(uint64_t w) { return (uint32_t)((w >> 32) & CIRCUIT__GEN_MASK); }
+/* Record r holds its slot in generation gen: busy with gen's tag (a probe,
+ * a timeout's claim of one, or slot 0's reservation). */
+static inline bool slot_held(circuit__u128 r, uint32_t gen)
+{
+    return (r.lo & SLOT_BUSY) && slot_gen(r.lo) == gen;
+}
 
 /* Slot 0's record r is the reservation made before the CAS into half-open
  * generation `gen`, not yet taken over by a probe. It is no probe when gen's
@@ -34,30 +41,20 @@ static inline bool slot0_phantom(circuit__u128 r, uint32_t gen)
            (r.hi & SLOT_RESERVED);
 }
 
-static inline uint32_t bm_limit(const circuit_breaker *b, uint32_t word)
-{
-    uint32_t rem = b->probes % 32u;
-    if (word == b->bitmap_words - 1 && rem != 0)
-        return (UINT32_C(1) << rem) - 1;
-    return UINT32_MAX;
-}
-
 static inline uint32_t core_gen(const circuit_breaker *b)
 {
     /* acquire: callers check the word after reading what they will CAS */
     return circuit__gen(circuit__ld128_lo_acq(&b->s->core));
 }
 
-/* Clears slot's bit in generation gen (release: the record's next owner). */
-void circuit__slot_bit_clear(circuit_breaker *b, uint32_t slot, uint32_t gen);
-/* Frees a slot record of (gen, reuse) and its bit: exactly once. */
+/* Frees the slot whose record is (gen, reuse): exactly once. */
 bool circuit__slot_free(circuit_breaker *b, uint32_t slot, uint32_t gen, uint32_t reuse,
                         bool unless_due, int64_t now);
 /* Before the CAS open -> half-open of generation gen: slot 0 reserved. */
 bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, uint64_t open_end,
                             int64_t now, uint32_t *reuse);
 /* Before that CAS when the tag may alias an older half-open state's: empty
- * what it left (slot records, bits, the window's records). */
+ * what it left (slot records, the window's records). */
 bool circuit__halfopen_start(circuit_breaker *b, uint32_t gen, uint64_t open_lo);
 
 #endif

@@ -55,8 +55,8 @@ typedef enum circuit_test_point {
     CIRCUIT_TP_RESERVE_BEFORE_RAISE,  /* slot0_reserve: a racer's reservation found, the word
                                        * checked open, before the CAS raising its due time */
     CIRCUIT_TP_HALFOPEN_BEFORE_CAS,   /* advance: slot 0 reserved, before the open -> half-open CAS */
-    CIRCUIT_TP_PROBE_BIT_TAKEN,       /* allow: a probe slot's bit taken (admitted), before the
-                                       * CAS writing its record (probes.c slot_take) */
+    CIRCUIT_TP_PROBE_TAKEN,           /* allow: a probe slot's record taken (admitted), before
+                                       * the hint covers its due time (probes.c) */
     CIRCUIT_TP__COUNT
 } circuit_test_point;
 

@@ -10,7 +10,9 @@
  *     it (L1);
  *   - a timeout's reopen starts its open period at the due time;
  *   - a scan raises probe_hint only from the value it read, so a due time
- *     lowered meanwhile is not lost.
+ *     lowered meanwhile is not lost, and never past its own clock +
+ *     probe_timeout: an admission killed before its hint_note (SH2) is
+ *     found by a later scan, at most one probe_timeout on.
  * The protocol and its memory orders: docs/design/probes.md.
  */
 #include "halfopen.h"
@@ -60,8 +62,8 @@ static inline claim_state claim_of(circuit__u128 w)
 static inline bool u128_eq(circuit__u128 a, circuit__u128 x) { return a.lo == x.lo && a.hi == x.hi; }
 
 /* d. Frees the claim's slot if a timeout still holds it (the winner of that
- * CAS clears the bit and, for a count the word cannot show, adds the
- * total), then makes the claim word idle. Anyone; idempotent. */
+ * CAS, for a count the word cannot show, adds the total), then makes the
+ * claim word idle. Anyone; idempotent. */
 static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_count)
 {
     claim_state claim = claim_of(w);
@@ -70,10 +72,8 @@ static void claim_retire(circuit_breaker *b, circuit__u128 w, bool saturated_cou
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
     while (sv.lo == taken) {
         circuit__u128 freed = {taken & ~SLOT_BUSY, sv.hi};
-        /* sc: table slots; the winner frees the bit (its release publishes
-         * this record to the bit's next owner) */
+        /* sc: table slots; the slot is free from this CAS on */
         if (circuit__cas128_sc(s, &sv, freed)) {
-            circuit__slot_bit_clear(b, claim.slot, claim.gen);
             if (saturated_count)
                 circuit__faa_rlx(&b->s->timed_out, 1); /* relaxed: a total */
             break;
@@ -101,7 +101,6 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
         claim_retire(b, w, false);
         return;
     }
-    circuit__slot_bit_clear(b, claim.slot, claim.gen);
     sv.lo = taken; /* the count below goes on (at a saturated timed_out it
                     * finds the slot freed and counts nothing) */
 #else
@@ -252,48 +251,40 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
         int n = 0;
         bool more = false;
         int64_t rest = INT64_MAX;
-        for (uint32_t i = 0; i < b->bitmap_words; i++) {
-            uint64_t w = circuit__ld_acq(&b->bitmap[i]); /* acquire: then its records */
-            if (bm_gen(w) != gen)
+        for (uint32_t slot = 0; slot < b->probes; slot++) {
+            circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
+            if (!slot_held(sv, gen))
                 continue;
-            uint32_t bits = (uint32_t)w;
-            while (bits) {
-                uint32_t slot = i * 32u + (uint32_t)__builtin_ctz(bits);
-                bits &= bits - 1;
-                circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
-                if (!(sv.lo & SLOT_BUSY) || slot_gen(sv.lo) != gen)
-                    continue;
 #if !defined(CIRCUIT_PLANT_SCAN_RESERVATION)
-                if (slot == 0 && no_probe0 && slot0_phantom(sv, gen))
-                    continue; /* no probe: nothing to time out (SLOT 0 above) */
+            if (slot == 0 && no_probe0 && slot0_phantom(sv, gen))
+                continue; /* no probe: nothing to time out (SLOT 0 above) */
 #else
-                /* PLANTED BUG (tests/sched/PLANTS.md): the reservation times out */
-                (void)no_probe0;
+            /* PLANTED BUG (tests/sched/PLANTS.md): the reservation times out */
+            (void)no_probe0;
 #endif
-                int64_t due = slot_due(sv.hi);
-                if (due > now) {
+            int64_t due = slot_due(sv.hi);
+            if (due > now) {
+                if (due < rest)
+                    rest = due;
+                continue;
+            }
+            if (n == DUE_BATCH) {
+                more = true;
+                if (due >= batch[n - 1].due) {
                     if (due < rest)
                         rest = due;
                     continue;
                 }
-                if (n == DUE_BATCH) {
-                    more = true;
-                    if (due >= batch[n - 1].due) {
-                        if (due < rest)
-                            rest = due;
-                        continue;
-                    }
-                    if (batch[n - 1].due < rest)
-                        rest = batch[n - 1].due;
-                    n--;
-                }
-                int at = n++;
-                while (at > 0 && batch[at - 1].due > due) {
-                    batch[at] = batch[at - 1];
-                    at--;
-                }
-                batch[at] = (due_slot){due, slot, sv.lo};
+                if (batch[n - 1].due < rest)
+                    rest = batch[n - 1].due;
+                n--;
             }
+            int at = n++;
+            while (at > 0 && batch[at - 1].due > due) {
+                batch[at] = batch[at - 1];
+                at--;
+            }
+            batch[at] = (due_slot){due, slot, sv.lo};
         }
 
         for (int j = 0; j < n; j++) {
@@ -309,6 +300,18 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
          * admitted in a later one after the check bumps the version first. */
         if (core_gen(b) != gen)
             return true;
+#if !defined(CIRCUIT_PLANT_HINT_UNCAPPED)
+        /* ...and never past now + probe_timeout: a probe admitted after our
+         * read of its record, whose admitter died before its hint_note,
+         * is then found by the scan this hint brings (SH2; finding F5) */
+        int64_t cap = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+        if (rest > cap)
+            rest = cap;
+#else
+        /* PLANTED BUG (tests/sched/PLANTS.md): the hint may pass every due
+         * time (INT64_MAX with no probe seen): a dead admitter's timeout is
+         * never looked for */
+#endif
         circuit__u128 nh = {(uint64_t)rest, h0.hi + 1};
         circuit__cas128_sc(&b->s->probe_hint, &h0, nh); /* lost: an admission moved it */
         return false;

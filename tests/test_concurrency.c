@@ -339,7 +339,7 @@ static void *probe_thread(void *arg)
 
 Test(lockfree, L2_concurrent_probes_never_exceed_the_slots)
 {
-    const int probes = 40; /* two bitmap words, the second one partial */
+    const int probes = 40; /* more than the 32 slots one collect word once held */
     fx f;
     fx_init(&f, 8, probes, OPEN_FOR, INT64_MAX / 4);
     fx_build(&f);

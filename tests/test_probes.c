@@ -272,7 +272,7 @@ Test(probes, P1_no_timeout_is_counted_once_the_state_has_changed)
  * the slot back and answered open, after another allow had been refused
  * {HALF_OPEN} for it: refused for a probe never admitted. Staged with
  * probes = 2: A holds slot 0, X is stopped just after taking slot 1's bit
- * (CIRCUIT_TP_PROBE_BIT_TAKEN), R is refused, A's failure reopens, X goes
+ * (CIRCUIT_TP_PROBE_TAKEN), R is refused, A's failure reopens, X goes
  * on. The planted twin CIRCUIT_PLANT_PASSING_BIT fails it. */
 #define F3_CTX_X ((void *)0x33)
 
@@ -286,7 +286,7 @@ typedef struct f3_allow {
 static void *f3_allow_parked(void *arg)
 {
     f3_allow *x = arg;
-    park_me_at(CIRCUIT_TP_PROBE_BIT_TAKEN);
+    park_me_at(CIRCUIT_TP_PROBE_TAKEN);
     x->admitted = circuit_allow(x->b, F3_CTX_X, &x->t, &x->rej);
     return NULL;
 }

@@ -574,9 +574,9 @@ static void probe_slot(bool alias)
     circuit_free(b);
 }
 
-/* 3. S4 / P1 with two probes: slot 1 and the bitmap's bit 1 left busy
- * too. The new state must admit exactly two probes (its bit 1 is not the
- * old one) and count no timeout of the old probes. */
+/* 3. S4 / P1 with two probes: slot 1's record left busy too. The new
+ * state must admit exactly two probes (slot 1 is not the old one's) and
+ * count no timeout of the old probes. */
 static void two_slots(bool alias)
 {
     circuit_breaker *b = tags_build(2, 2, 1000);
@@ -616,11 +616,11 @@ static void two_slots(bool alias)
     circuit_free(b);
 }
 
-/* 4. S4 / P1: the older state's slot-0 probe finished normally, so its
- * bitmap word 0 is {its tag, bit 0 clear}. The new state's reservation
- * must set bit 0 (left clear, the next allow took
- * slot 0 again, P + 1 probes in flight and the first probe's timeout
- * lost). */
+/* 4. S4 / P1: the older state's slot-0 probe finished normally, so slot
+ * 0's record is {its tag, not busy}. The new state's reservation must make
+ * it busy again (left free, the next allow took slot 0 again, P + 1 probes
+ * in flight and the first probe's timeout lost). Kept from the bitmap's
+ * time (0.4 before finding F5), when bit 0 was the slot. */
 static void slot0_bit_clear(bool alias, int probes)
 {
     circuit_breaker *b = tags_build(2, probes, 1000);

@@ -13,7 +13,7 @@
 
 #include "circuit_model.h"
 #include "circuit_shared.h"
-#include "internal.h" /* the trace prints the state word, bitmap and slots */
+#include "internal.h" /* the trace prints the state word and slots */
 #include "testing.h"
 
 #define MAX_OPS 64
@@ -368,9 +368,8 @@ static void check_step(void *arg)
     if (getenv("CHECKER_TRACE_OPS") && (!C.have_last || C.last.probes_in_flight != s.probes_in_flight ||
                                          C.last.state != s.state))
     {
-        fprintf(stderr, "  step: t%d -> %s gen %" PRIu64 " pif %" PRId64 " core.lo %016" PRIx64 " bm0 %016" PRIx64,
-                sched_tid(), circuit_state_name(s.state), s.generation, s.probes_in_flight, C.b->s->core.lo,
-                C.b->bitmap[0]);
+        fprintf(stderr, "  step: t%d -> %s gen %" PRIu64 " pif %" PRId64 " core.lo %016" PRIx64,
+                sched_tid(), circuit_state_name(s.state), s.generation, s.probes_in_flight, C.b->s->core.lo);
         for (int i = 0; i < 4 && i < C.sc->config.probes; i++)
             fprintf(stderr, " s%d {%016" PRIx64 " %016" PRIx64 "}", i, C.b->slots[i].lo, C.b->slots[i].hi);
         fprintf(stderr, "\n");
@@ -774,6 +773,47 @@ static void setup_closed_states(void)
     }
 }
 
+/* SH2, P1: once every probe's timeout has fallen due, no slot may still be
+ * held. After the run (and its oracle), the clock passes probe_timeout and
+ * the open period past the last moment any call read it, so every probe
+ * admitted in the run, a dead thread's included, is due and any reopen it
+ * causes is over; then `probes` allows in a row on a live handle may be
+ * refused for the state (open, isolated) but never {HALF_OPEN}: a slot held
+ * past its timeout (a bit or record left by a process killed between two
+ * steps, or a timeout no scan ever looks for) refuses them for a probe that
+ * can never end. */
+static bool finale_slots_free(const scenario *sc, sched_result *r)
+{
+    circuit_test_clock_advance(sc->config.probe_timeout_ns + sc->config.open_for_ns + 1);
+    circuit_ticket t[64];
+    int held = 0;
+    bool ok = true;
+    for (int i = 0; i < sc->config.probes && i < 64 && ok; i++) {
+        circuit_rejection rej = {0, 0};
+        circuit_stats st;
+        t[held] = (circuit_ticket)CIRCUIT_TICKET_INIT;
+        if (circuit_allow(C.b, NULL, &t[held], &rej)) {
+            held++;
+            continue;
+        }
+        if (rej.state != CIRCUIT_HALF_OPEN)
+            continue;
+        circuit_get_stats(C.b, &st);
+        r->verdict = SCHED_FAILED;
+        snprintf(r->message, sizeof r->message,
+                 "SH2/P1: %" PRId64 " ns after the run every probe was due, yet allow %d of %d was "
+                 "refused {half-open}: probes in flight %" PRId64 " (%d of them this check's), "
+                 "timed_out %" PRIu64 ", gen %" PRIu64 "%s",
+                 sc->config.probe_timeout_ns + sc->config.open_for_ns + 1, i + 1, sc->config.probes,
+                 st.probes_in_flight, held, st.timed_out, st.generation,
+                 C.died ? " (a thread died in the run)" : "");
+        ok = false;
+    }
+    for (int i = 0; i < held; i++)
+        circuit_release(&t[i]);
+    return ok;
+}
+
 bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long *lin)
 {
     memset(&C, 0, sizeof C);
@@ -937,6 +977,8 @@ bool checker_run(const scenario *sc, const sched_opts *o, sched_result *r, long 
         if (lin)
             *lin += lin_nodes;
     }
+    if (ok && !sc->no_model && !finale_slots_free(sc, r))
+        ok = false;
     if (!ok) {
         /* the history, for the report */
         size_t w = strlen(r->message);
@@ -1104,6 +1146,18 @@ static const scenario scenarios[] = {
      .config = CFG(4, 2, 1000, 1000), .trip_failures = 1, .close_successes = 2,
      .setup = "aftt", .threads = {"asx", "aaf", "as"}, .ncpu = 2, .tick_ns = 400, .max_ticks = 2,
      .max_deaths = 1, .shared = true},
+    {.name = "probe_death",
+     .rules = "SH2 P1 S4",
+     .about = "a process may die taking, settling or timing out a probe; its slot times out",
+     /* probes = 1, the probe policy keeps probing. The setup's probe is due
+      * when the run starts: the first allow times it out (a scan: the hint
+      * is raised) and takes the slot. A process killed between any two
+      * steps of that, or of settling it, must leave a slot that times out:
+      * the finale (finale_slots_free) finds it free once probe_timeout has
+      * passed (finding F5). No ticks in the run (finding F2) */
+     .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1, .probe_stay = true,
+     .setup = "aftttattt", .threads = {"as", "asx"}, .ncpu = 2, .max_deaths = 1, .max_ticks = 0,
+     .tick_ns = 400, .shared = true},
     {.name = "shared_two_threads",
      .rules = "SH3 O1 O2 O3",
      .about = "two threads of one process and a third process make transitions: per-process order",

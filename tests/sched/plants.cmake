@@ -15,18 +15,19 @@ set(CIRCUIT_SCHED_PLANTS
   "SCAN_RESERVATION:timeouts.c:phantom:--strategy+pct+--runs+50+--seconds+200"
   "NO_ADOPT:probes.c:phantom:--strategy+pct+--runs+50+--seconds+200"
   "RESERVE_STALE_DUE:probes.c:stale_due:--strategy+pct+--runs+200+--seconds+200"
-  "SEAM_BIT0_ABA:probes.c:seam_window:--strategy+pct+--runs+3000+--seconds+200"
   "HALFOPEN_ALIAS_WINDOW:probes.c:seam_window:--strategy+pct+--runs+50+--seconds+200"
   "HALFOPEN_ALIAS_SLOTS:probes.c:generation_seam:--strategy+pct+--runs+50+--seconds+200"
-  "SLOT0_BIT:probes.c:seam_slot0:--strategy+pct+--runs+50+--seconds+200"
   "TIMEOUT_FREE_THEN_COUNT:timeouts.c:halfopen_probes:--strategy+pct+--runs+50+--seconds+200"
   "STATS_GEN_WIDEN:word.c:closed_trip:--strategy+pct+--runs+50+--seconds+200"
-  "PROBE_STALE_CLOCK:closed.c+halfopen.c:operator:--strategy+random+--runs+3000+--seconds+200"
+  "PROBE_STALE_CLOCK:closed.c+halfopen.c:operator:--strategy+pct+--runs+3000+--seconds+200"
   "INTENT_CALL_CTX:closed.c:operator:--strategy+random+--runs+300+--seconds+200"
   "DESC_TAG14:*:descriptor_tags:--strategy+pct+--runs+1000+--seconds+200"
   "PASSING_BIT:probes.c:probes_two:--strategy+pct+--runs+300+--seconds+200"
   "SHARED_NO_MAKERS:delivery.c:shared_two_threads:--strategy+pct+--runs+50+--seconds+200"
   "TICKET_GEN27:*:high_tag:--strategy+random+--runs+50+--seconds+200"
+  "TAKE_TWO_STEPS:probes.c:probe_death:--strategy+dfs+--runs+300+--seconds+200"
+  "FREE_DUE_FIRST:probes.c:probe_death:--strategy+dfs+--runs+300+--seconds+200"
+  "HINT_UNCAPPED:timeouts.c:probe_death:--strategy+random+--runs+100+--seconds+200"
 )
 # Planted (src/, tests/sched/PLANTS.md) but not caught by any scenario in
 # 3 x 3 000 schedules; not built by default. Why, per plant, in PLANTS.md:
