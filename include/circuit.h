@@ -161,14 +161,14 @@ CIRCUIT_API void circuit_ticket_guard_release(circuit_ticket *t);
  *  a process-wide per-CPU arena allocated in chunks: the bound holds once
  *  chunks are full, while a process's first breakers hold more (one (64, 1)
  *  breaker alone: 9752 bytes on 64 CPUs; docs/design/public-api-notes.md).
- *  Example: window 64, probes 1: 1528 bytes on 2 CPUs, 2520 on 64. */
+ *  Example: window 64, probes 1: 1520 bytes on 2 CPUs, 2512 on 64. */
 #define CIRCUIT_FOOTPRINT_FIXED 960
 #define CIRCUIT_FOOTPRINT_PER_CPU 16
 #define CIRCUIT_FOOTPRINT_MAX(window, probes, cpus)                                     \
     (CIRCUIT_CAST_(size_t, CIRCUIT_FOOTPRINT_FIXED) +                                     \
      ((window) > 1 ? CIRCUIT_CAST_(size_t, window) * 8u : 0u) +                           \
      ((window) > 64 ? ((CIRCUIT_CAST_(size_t, window) + 63u) / 64u) * 16u : 0u) +         \
-     CIRCUIT_CAST_(size_t, probes) * 16u + ((CIRCUIT_CAST_(size_t, probes) + 31u) / 32u) * 8u + \
+     CIRCUIT_CAST_(size_t, probes) * 16u +                                                 \
      CIRCUIT_CAST_(size_t, cpus) * CIRCUIT_FOOTPRINT_PER_CPU)
 
 /* ---- The types ------------------------------------------------------------ */

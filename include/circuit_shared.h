@@ -62,12 +62,11 @@
  * observes, the transitions have every generation 1, 2, 3, ... exactly
  * once (but for what a dead process had not delivered).
  *
- * Known gap (finding F5, docs/CONTRACT.md SH2): a process killed between
- * the two steps that take a probe slot (its bit, then its record with the
- * due time, then the timeout scan's hint) or free one (the record, then the
- * bit) leaves a slot that never times out: with probes = 1 the breaker then stays half-open, refusing
- * every call, until the next generation (circuit_reset or circuit_isolate,
- * or new memory). Every other instruction is covered.
+ * A probe slot is taken, with its due time, and freed by one atomic step
+ * each, so a process killed at any instruction holds no slot past its
+ * timeout; one killed before the timeout scan was told of its probe's due
+ * time is found by a later scan, at most probe_timeout late (SH2; finding
+ * F5, fixed in layout 3).
  *
  * Not covered: sharing across machines or across kernels (the memory must
  * be coherent between the CPUs of one host); processes of different

@@ -7,8 +7,8 @@
  *   spin -a timeout.pml && cc -O2 -DSAFETY -o pan pan.c && ./pan -m100000
  *
  * Planted bugs (each must make pan report an error):
- *   -DPLANT_FREE_THEN_COUNT  0.2's scan: free the due probe's slot (record
- *                            and bit), then count the timeout in a separate
+ *   -DPLANT_FREE_THEN_COUNT  0.2's scan: free the due probe's slot (its
+ *                            record), then count the timeout in a separate
  *                            step, dropped if the generation moved: a
  *                            timeout that fell due is lost
  *   -DPLANT_NO_ORDINAL       the claim's count does not check that the
@@ -36,8 +36,10 @@
  * compares the whole word). The state word keeps {generation, half-open,
  * timed_out} (results are not modelled; the probe policy always says stay,
  * so a timeout never makes a transition here); the claim word {n, active,
- * t0, slot, gen, reuse}; a slot record {gen, reuse, busy, taken, due} and
- * the bitmap {gen, bits}. Timestamps are not modelled: "due" is a bit.
+ * t0, slot, gen, reuse}; a slot record {gen, reuse, busy, taken, due},
+ * which IS the slot (since finding F5 there is no bitmap: a slot is held in
+ * generation g while its record is busy with g, so taking and freeing are
+ * one step each). Timestamps are not modelled: "due" is a bit.
  * Saturation of timed_out (the claim's other branch) is not modelled.
  *
  * CHECKED
@@ -62,14 +64,12 @@ byte w_gen = 1;
 bit  w_half = 1;
 byte w_to;
 
-/* slot records and the bitmap */
+/* slot records */
 byte s_gen[NS];
 byte s_reuse[NS];
 bit  s_busy[NS];
 bit  s_taken[NS];
 bit  s_due[NS];
-byte bm_gen = 1;
-byte bm_bits = 3;
 
 /* the claim word */
 byte c_n;
@@ -85,13 +85,8 @@ byte g_settled[NS * RMAX];
 byte g_timed[NS * RMAX];   /* freed for a timeout (free-then-count only) */
 byte finished;
 
-inline bit_clear(slot, g)
-{
-    atomic { if :: bm_gen == g -> bm_bits = bm_bits & ~(1 << slot) :: else -> skip fi }
-}
-
 #ifdef PLANT_FREE_THEN_COUNT
-/* 0.2: the CAS that frees a due probe's record, the bit, then the count. */
+/* 0.2: the CAS that frees a due probe's record, then the count. */
 inline timeout_one(g, i, r)
 {
     ok = 0;
@@ -104,7 +99,6 @@ inline timeout_one(g, i, r)
     };
     if
     :: ok ->
-        bit_clear(i, g);
         do
         :: atomic { lg = w_gen; lh = w_half; lt = w_to };
             if
@@ -136,7 +130,6 @@ inline claim_retire(kn, kt0, ks, kg, kr)
         :: else -> skip
         fi
     };
-    if :: ok -> bit_clear(ks, kg) :: else -> skip fi;
     atomic {
         if
         :: c_n == kn && c_act && c_t0 == kt0 && c_slot == ks && c_gen == kg && c_reuse == kr ->
@@ -277,23 +270,21 @@ proctype interference()
                s_busy[0] = 0; g_settled[PID(0, 1)]++; settled = 1
            :: else -> skip
            fi
-       };
-       if :: settled -> bit_clear(0, 1) :: else -> skip fi
+       }
     :: skip
     fi;
     /* maybe an allow after the due times: the scan, then a new probe in a
-     * free slot */
+     * free slot: one CAS of a record not held in the word's generation
+     * (slot_take) */
     if
     :: skip
     :: scan();
     atomic {
         if
-        :: w_half && bm_gen == w_gen && (bm_bits & 1) == 0 ->
-            bm_bits = bm_bits | 1;
+        :: w_half && !(s_busy[0] && s_gen[0] == w_gen) ->
             s_reuse[0] = s_reuse[0] + 1; s_gen[0] = w_gen; s_busy[0] = 1; s_taken[0] = 0;
             s_due[0] = 0
-        :: w_half && bm_gen == w_gen && (bm_bits & 1) == 1 && (bm_bits & 2) == 0 ->
-            bm_bits = bm_bits | 2;
+        :: w_half && s_busy[0] && s_gen[0] == w_gen && !(s_busy[1] && s_gen[1] == w_gen) ->
             s_reuse[1] = s_reuse[1] + 1; s_gen[1] = w_gen; s_busy[1] = 1; s_taken[1] = 0;
             s_due[1] = 0
         :: else -> skip   /* full */
