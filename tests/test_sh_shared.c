@@ -377,6 +377,81 @@ Test(sh, SH2_dead_probe_times_out_and_tickets_stay_live)
     circuit_shared_detach(b);
 }
 
+/* SH2, P1 (finding F5): a process killed right after the CAS that took a
+ * probe slot, before it made sure the timeout scan looks for its due time
+ * (CIRCUIT_TP_PROBE_TAKEN, in hint_note's place), leaves a slot that still
+ * times out: once probe_timeout has passed, the next allow times it out and
+ * is admitted to it. The policy keeps probing after a timeout, so a slot
+ * held for good shows as a refusal {HALF_OPEN}. hint_raised: the dying
+ * allow first timed out an earlier probe, a scan that raises the timeout
+ * hint past what it saw (the window in which an uncapped hint hides the
+ * dead probe's due for good). Before the fix (a bit, then the record) the
+ * same kill left the slot held: refused {HALF_OPEN}, timed_out 0, for as
+ * long as the generation lasted. */
+static circuit_state probe_stay(void *arg, const circuit_counts *c)
+{
+    (void)arg;
+    return c->failures > 0 ? CIRCUIT_OPEN : CIRCUIT_HALF_OPEN;
+}
+
+static void take_and_die(circuit_breaker *b, volatile int64_t *n)
+{
+    (void)n;
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    circuit_allow(b, NULL, &t, &rej); /* killed inside, at CIRCUIT_TP_PROBE_TAKEN */
+    _exit(4);
+}
+
+static void killed_taking_a_slot(bool hint_raised)
+{
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 1);
+    sp.policy.probe = probe_stay;
+    size_t len;
+    void *m = region(&sp.config, &len);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    cr_assert(call(b, NULL, CIRCUIT_FAILURE)); /* open */
+    circuit_test_clock_advance(SH_OPEN);
+    circuit_ticket p = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(b, NULL, &p, &rej), "the first probe (half-open)");
+    int64_t timeouts = 0;
+    if (hint_raised) {
+        circuit_test_clock_advance(SH_PROBE); /* p is due: the child's allow times it out */
+        timeouts = 1;
+    } else {
+        circuit_done(&p, CIRCUIT_SUCCESS); /* stays half-open, the slot free */
+    }
+    child(m, len, &sp, CIRCUIT_TP_PROBE_TAKEN, take_and_die, NULL);
+    circuit_stats st;
+    circuit_get_stats(b, &st);
+    cr_assert_eq(st.state, CIRCUIT_HALF_OPEN);
+    cr_assert_eq(st.probes_in_flight, 1, "the dead process holds the one slot");
+    cr_assert_eq(st.timed_out, timeouts);
+    circuit_ticket t = CIRCUIT_TICKET_INIT;
+    cr_assert_not(circuit_allow(b, NULL, &t, &rej), "not due yet: refused for the dead probe");
+    cr_assert_eq(rej.state, CIRCUIT_HALF_OPEN);
+    circuit_test_clock_advance(SH_PROBE + 1);
+    bool ok = circuit_allow(b, NULL, &t, &rej);
+    circuit_get_stats(b, &st);
+    cr_assert(ok, "probe_timeout after the kill, the dead probe's slot is free: refused {%s}, in "
+                  "flight %lld, timed_out %lld",
+              circuit_state_name(rej.state), (long long)st.probes_in_flight, (long long)st.timed_out);
+    cr_assert_eq(st.timed_out, timeouts + 1, "the dead probe timed out");
+    cr_assert_eq(st.probes_in_flight, 1);
+    circuit_done(&t, CIRCUIT_SUCCESS);
+    if (hint_raised)
+        circuit_done(&p, CIRCUIT_SUCCESS); /* late: P2, counted while half-open */
+    circuit_shared_detach(b);
+}
+
+Test(sh, SH2_P1_killed_after_taking_a_probe_slot) { killed_taking_a_slot(false); }
+Test(sh, SH2_P1_killed_after_taking_a_slot_past_a_raised_hint) { killed_taking_a_slot(true); }
+
 /* After attach, a worker's path allocates nothing and takes no lock of the
  * allocator (transitions included, within the pool). */
 Test(sh, SH2_no_allocation_after_attach)
