@@ -65,8 +65,9 @@
  * A probe slot is taken, with its due time, and freed by one atomic step
  * each, so a process killed at any instruction holds no slot past its
  * timeout; one killed before the timeout scan was told of its probe's due
- * time is found by a later scan, at most probe_timeout late (SH2; finding
- * F5, fixed in layout 3).
+ * time is found by a later scan, since no scan sets the scan's hint more
+ * than probe_timeout past its own clock (SH2; finding F5, fixed in
+ * layout 3).
  *
  * Not covered: sharing across machines or across kernels (the memory must
  * be coherent between the CPUs of one host); processes of different

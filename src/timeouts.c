@@ -12,7 +12,7 @@
  *   - a scan raises probe_hint only from the value it read, so a due time
  *     lowered meanwhile is not lost, and never past its own clock +
  *     probe_timeout: an admission killed before its hint_note (SH2) is
- *     found by a later scan, at most one probe_timeout on.
+ *     found by a later scan (docs/design/probes.md, TIMEOUTS).
  * The protocol and its memory orders: docs/design/probes.md.
  */
 #include "halfopen.h"
