@@ -353,6 +353,18 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
         return CIRCUIT__ADMITTED;
     }
     int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
+#if !defined(CIRCUIT_PLANT_HINT_AFTER_ONLY)
+    /* SH2: a hint already past our due (a scan raised it since our clock
+     * read: we were slow) is lowered BEFORE the slot is taken, so that an
+     * admitter killed right after taking it is not hidden until a later
+     * scan's cap (that scan's clock + probe_timeout). Not a write when the
+     * hint covers the due already, the usual case; hint_note below is the
+     * Dekker side for a scan running concurrently. */
+    if ((int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) > due) /* acquire: table probe_hint */
+        hint_lower(b, due);
+#else
+    /* PLANTED BUG (tests/sched/PLANTS.md): only hint_note, after the take */
+#endif
     if (slot0_adopt(b, gen, due, reuse)) {
         *slot = 0; /* a reservation that is no probe: ours now */
         CIRCUIT__HOOK(CIRCUIT_TP_PROBE_TAKEN);

@@ -419,7 +419,7 @@ static void killed_taking_a_slot(bool hint_raised)
     circuit_ticket p = CIRCUIT_TICKET_INIT;
     circuit_rejection rej;
     cr_assert(circuit_allow(b, NULL, &p, &rej), "the first probe (half-open)");
-    int64_t timeouts = 0;
+    uint64_t timeouts = 0;
     if (hint_raised) {
         circuit_test_clock_advance(SH_PROBE); /* p is due: the child's allow times it out */
         timeouts = 1;
@@ -446,6 +446,79 @@ static void killed_taking_a_slot(bool hint_raised)
     circuit_done(&t, CIRCUIT_SUCCESS);
     if (hint_raised)
         circuit_done(&p, CIRCUIT_SUCCESS); /* late: P2, counted while half-open */
+    circuit_shared_detach(b);
+}
+
+/* SH2, P1: an admitter slow between its clock read and the CAS that takes
+ * its slot (meanwhile another process's scan raised the timeout hint past
+ * its due time), then killed right after that CAS. Its due time is in the
+ * past already; the hint must not hide it until that scan's clock +
+ * probe_timeout: the slot times out at the next allow. Planted twin
+ * HINT_AFTER_ONLY (the hint lowered only after the take): refused
+ * {HALF_OPEN} for 20 probe timeouts more (a fresh review's repro). */
+static volatile int *stall_flag;
+static void stall_then_kill(circuit_test_point p, void *arg)
+{
+    (void)arg;
+    if (p == CIRCUIT_TP_ALLOW_BEFORE_ADMIT && !stall_flag[1]) {
+        stall_flag[0] = 1;
+        while (!stall_flag[1])
+            usleep(1000);
+    }
+    if (p == CIRCUIT_TP_PROBE_TAKEN)
+        raise(SIGKILL);
+}
+
+Test(sh, SH2_P1_killed_after_a_slow_take_past_a_raised_hint)
+{
+    circuit_test_clock_set(T0);
+    seen s = {0};
+    circuit_spec sp = spec_of(&s, 4, 2);
+    sp.policy.probe = probe_stay;
+    size_t len;
+    void *m = region(&sp.config, &len);
+    stall_flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(stall_flag != MAP_FAILED);
+    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    circuit_breaker *b;
+    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    cr_assert(call(b, NULL, CIRCUIT_FAILURE)); /* open */
+    circuit_test_clock_advance(SH_OPEN);
+    cr_assert(call(b, NULL, CIRCUIT_SUCCESS)); /* half-open, both slots free */
+    const int64_t stall = 20 * (int64_t)SH_PROBE;
+    pid_t c = fork();
+    cr_assert(c >= 0);
+    if (c == 0) {
+        circuit_breaker *cb;
+        if (circuit_shared_attach(&cb, m, len, &sp, NULL, 0) != 0)
+            _exit(3);
+        circuit_test_set_hook(stall_then_kill, NULL);
+        circuit_ticket ct = CIRCUIT_TICKET_INIT;
+        circuit_rejection cr;
+        circuit_allow(cb, NULL, &ct, &cr); /* clock read at T; stalls; takes slot 1; killed */
+        _exit(4);
+    }
+    while (!stall_flag[0])
+        usleep(1000);
+    circuit_test_clock_advance(stall);
+    circuit_ticket p = CIRCUIT_TICKET_INIT, q = CIRCUIT_TICKET_INIT;
+    circuit_rejection rej;
+    cr_assert(circuit_allow(b, NULL, &p, &rej), "P: slot 0 (its scan raises the hint)");
+    stall_flag[1] = 1;
+    int st = 0;
+    cr_assert_eq(waitpid(c, &st, 0), c);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the child was to die, status %#x", st);
+    circuit_test_clock_advance(1);
+    bool ok = circuit_allow(b, NULL, &q, &rej);
+    circuit_stats sts;
+    circuit_get_stats(b, &sts);
+    cr_assert(ok, "the dead probe was due %lld ns ago, yet refused {%s}: in flight %lld, "
+                  "timed_out %lld",
+              (long long)(stall + 1 - SH_PROBE), circuit_state_name(rej.state),
+              (long long)sts.probes_in_flight, (long long)sts.timed_out);
+    cr_assert_eq(sts.timed_out, 1, "the dead probe timed out");
+    circuit_done(&q, CIRCUIT_SUCCESS);
+    circuit_done(&p, CIRCUIT_SUCCESS);
     circuit_shared_detach(b);
 }
 

@@ -1158,6 +1158,20 @@ static const scenario scenarios[] = {
      .config = CFG(2, 1, 1000, 1000), .trip_failures = 1, .close_successes = 1, .probe_stay = true,
      .setup = "aftttattt", .threads = {"as", "asx"}, .ncpu = 2, .max_deaths = 1, .max_ticks = 0,
      .tick_ns = 400, .shared = true},
+    {.name = "probe_death_scan",
+     .rules = "SH2 P1 S4",
+     .about = "a process may die taking a probe slot while a late settler's scan raises the hint",
+     /* probes = 2, the probe policy keeps probing. The setup's probe (slot
+      * 0, admitted at 1400, due 2400) falls due at the run's one tick (2100
+      * -> 2800); probes admitted in the run are due at 3100 or later, so
+      * none falls due in the run (finding F2). The late settler's scan
+      * (the setup's probe's own done) times that probe out and raises the
+      * hint; an allow that checked the hint before that and
+      * dies right after taking its slot is found only because no scan
+      * raises the hint past its clock + probe_timeout */
+     .config = CFG(2, 2, 1000, 1000), .trip_failures = 1, .close_successes = 1, .probe_stay = true,
+     .setup = "afttat", .threads = {"as", "S"}, .ncpu = 2, .max_deaths = 1, .max_ticks = 1,
+     .tick_ns = 700, .shared = true},
     {.name = "shared_two_threads",
      .rules = "SH3 O1 O2 O3",
      .about = "two threads of one process and a third process make transitions: per-process order",

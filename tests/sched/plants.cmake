@@ -27,7 +27,7 @@ set(CIRCUIT_SCHED_PLANTS
   "TICKET_GEN27:*:high_tag:--strategy+random+--runs+50+--seconds+200"
   "TAKE_TWO_STEPS:probes.c:probe_death:--strategy+dfs+--runs+300+--seconds+200"
   "FREE_DUE_FIRST:probes.c:probe_death:--strategy+dfs+--runs+300+--seconds+200"
-  "HINT_UNCAPPED:timeouts.c:probe_death:--strategy+random+--runs+100+--seconds+200"
+  "HINT_UNCAPPED:timeouts.c:probe_death_scan:--strategy+random+--runs+4000+--seconds+200"
 )
 # Planted (src/, tests/sched/PLANTS.md) but not caught by any scenario in
 # 3 x 3 000 schedules; not built by default. Why, per plant, in PLANTS.md:
@@ -44,5 +44,5 @@ set(CIRCUIT_SCHED_PLANTS
 # consistent executions only (the aarch64 ordering check covers it).
 set(CIRCUIT_SCHED_PLANTS_NOT_CAUGHT
   RESET_INTENT_EALREADY INTENT_STALE_MAKER OPERATOR_STALE_CLOCK STATS_MOVED_RING SCAN_FIXED_DUE
-  STATE_READ_STALE ACQ_RESTART
+  STATE_READ_STALE ACQ_RESTART HINT_AFTER_ONLY
 )
