@@ -250,19 +250,31 @@ static void hint_note(circuit_breaker *b, int64_t due)
  * due}: the probe is admitted at that CAS (the record held the value read
  * all along, so at the check the slot was free and the state half-open in
  * gen) and never gives its slot back because the state moved on (P1, S4;
- * docs/design/probes.md, ADMISSION). FULL only for a moment at which every
- * record was held in gen and the word held gen: a collect of held records,
- * a second collect with the same reuse sum (reuse counts never decrease and
- * a freed slot is retaken with reuse + 1, so equal sums mean no record
- * changed owner between its two reads), then the word. O(probes) loads;
- * lock-free: a second collect differs only when another call took or freed
- * a slot. */
+ * docs/design/probes.md, ADMISSION). The search starts at a slot chosen
+ * from the due time's low bits, so that concurrent admissions spread over
+ * the slots instead of all walking past the same held ones. FULL only for
+ * a moment at which every record was held in gen and the word held gen: a
+ * collect of held records, a second collect with the same reuse sum (reuse
+ * counts never decrease and a freed slot is retaken with reuse + 1, so
+ * equal sums mean no record changed owner between its two reads), then the
+ * word. A collect reads each record's tag half only (one 8-byte load);
+ * O(probes) loads; lock-free: a second collect differs only when another
+ * call took or freed a slot. */
 static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t *slot,
                                 uint32_t *reuse)
 {
+    const uint32_t n = b->probes;
+    /* multiply-shift: a start in [0, n) from 32 bits that vary per call */
+    const uint32_t start = (uint32_t)(((uint64_t)(uint32_t)due * n) >> 32);
     for (;;) {
         uint64_t sum = 0;
-        for (uint32_t s = 0; s < b->probes; s++) {
+        for (uint32_t i = 0, s = start; i < n; i++, s = s + 1 == n ? 0 : s + 1) {
+            /* acquire: table slots (the tag half: held, and the reuse count) */
+            uint64_t tag = circuit__ld128_lo_acq(&b->slots[s]);
+            if (tag_held(tag, gen)) {
+                sum += slot_reuse(tag);
+                continue;
+            }
             /* acquire: read before the check, CASed after */
             circuit__u128 cur = circuit__ld128_acq(&b->slots[s]);
             while (!slot_held(cur, gen)) {
@@ -292,13 +304,13 @@ static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, u
             sum += slot_reuse(cur.lo);
         }
         bool same = true;
-        if (b->probes > 1) {
+        if (n > 1) {
             uint64_t again = 0;
-            for (uint32_t s = 0; s < b->probes && same; s++) {
+            for (uint32_t s = 0; s < n && same; s++) {
                 /* acquire: table slots (the word is read after) */
-                circuit__u128 cur = circuit__ld128_acq(&b->slots[s]);
-                same = slot_held(cur, gen);
-                again += slot_reuse(cur.lo);
+                uint64_t tag = circuit__ld128_lo_acq(&b->slots[s]);
+                same = tag_held(tag, gen);
+                again += slot_reuse(tag);
             }
             same = same && again == sum;
         }
@@ -395,14 +407,14 @@ int64_t circuit__probes_in_flight(const circuit_breaker *b, uint64_t lo)
     uint32_t gen = circuit__gen(lo);
     int64_t n = 0;
     for (uint32_t i = 0; i < b->probes; i++) {
-        /* acquire: table slots (a count for stats: each record a value it
+        /* acquire: table slots (a count for stats: each tag a value it
          * held) */
-        circuit__u128 r = circuit__ld128_acq(&b->slots[i]);
-        if (!slot_held(r, gen))
+        if (!tag_held(circuit__ld128_lo_acq(&b->slots[i]), gen))
             continue;
         /* slot 0's reservation when it is no probe (SLOT 0 above) */
 #if !defined(CIRCUIT_PLANT_PIF_RESERVATION)
-        if (i == 0 && (lo & CIRCUIT__LO_NO_PROBE0) && slot0_phantom(r, gen))
+        if (i == 0 && (lo & CIRCUIT__LO_NO_PROBE0) &&
+            slot0_phantom(circuit__ld128_acq(&b->slots[0]), gen)) /* acquire: the same */
             continue;
 #else
         /* PLANTED BUG (tests/sched/PLANTS.md): the reservation counts as a probe */

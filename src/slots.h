@@ -27,10 +27,11 @@ static inline uint32_t slot_reuse(uint64_t tag) { return (uint32_t)(tag >> 1); }
 
 /* Record r holds its slot in generation gen: busy with gen's tag (a probe,
  * a timeout's claim of one, or slot 0's reservation). */
-static inline bool slot_held(circuit__u128 r, uint32_t gen)
+static inline bool tag_held(uint64_t tag, uint32_t gen)
 {
-    return (r.lo & SLOT_BUSY) && slot_gen(r.lo) == gen;
+    return (tag & SLOT_BUSY) && slot_gen(tag) == gen;
 }
+static inline bool slot_held(circuit__u128 r, uint32_t gen) { return tag_held(r.lo, gen); }
 
 /* Slot 0's record r is the reservation made before the CAS into half-open
  * generation `gen`, not yet taken over by a probe. It is no probe when gen's

@@ -252,6 +252,9 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
         bool more = false;
         int64_t rest = INT64_MAX;
         for (uint32_t slot = 0; slot < b->probes; slot++) {
+            /* acquire: table slots (the tag half first: most are free) */
+            if (!tag_held(circuit__ld128_lo_acq(&b->slots[slot]), gen))
+                continue;
             circuit__u128 sv = circuit__ld128_acq(&b->slots[slot]); /* acquire: table slots */
             if (!slot_held(sv, gen))
                 continue;
