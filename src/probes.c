@@ -251,7 +251,7 @@ static void hint_note(circuit_breaker *b, int64_t due)
  * all along, so at the check the slot was free and the state half-open in
  * gen) and never gives its slot back because the state moved on (P1, S4;
  * docs/design/probes.md, ADMISSION). The search starts at a slot chosen
- * from the due time's low bits, so that concurrent admissions spread over
+ * from a hash of the due time, so that concurrent admissions spread over
  * the slots instead of all walking past the same held ones. FULL only for
  * a moment at which every record was held in gen and the word held gen: a
  * collect of held records, a second collect with the same reuse sum (reuse
@@ -264,8 +264,11 @@ static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, u
                                 uint32_t *reuse)
 {
     const uint32_t n = b->probes;
-    /* multiply-shift: a start in [0, n) from 32 bits that vary per call */
-    const uint32_t start = (uint32_t)(((uint64_t)(uint32_t)due * n) >> 32);
+    /* a start in [0, n): the due time's bits mixed (Fibonacci hashing,
+     * Knuth TAOCP vol. 3, 6.4), then multiply-shift into the range, so
+     * that calls a nanosecond apart start far apart whatever n is */
+    const uint32_t mix = (uint32_t)(((uint64_t)due * UINT64_C(0x9E3779B97F4A7C15)) >> 32);
+    const uint32_t start = (uint32_t)(((uint64_t)mix * n) >> 32);
     for (;;) {
         uint64_t sum = 0;
         for (uint32_t i = 0, s = start; i < n; i++, s = s + 1 == n ? 0 : s + 1) {

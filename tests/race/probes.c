@@ -7,6 +7,8 @@
  *                  the test clock
  *   raised_due     slot 0's reservation due raised under a scan is the due
  *                  the scan leaves in its hint
+ *   raised_due_claimed  a raise after the timeout's claim cannot land: the
+ *                  timeout is counted as of the due the claim checked
  *   halfopen_tags  what a half-open state leaves behind, tagged with the
  *                  generation's low 30 bits, is never read as its own by a
  *                  later half-open state with the same tag
@@ -306,13 +308,23 @@ static int timeouts_main(int argc, char **argv)
  * passed +2600 the probe times out (timed_out 1, the probe policy reopens),
  * instead of holding its slot for ever while every allow is refused
  * {HALF_OPEN, 0}. Plain program (runs under TSan too); exit 0 pass, 1 fail.
+ *
+ * raised_due_claimed: S stops later, just after CLAIMING the timeout
+ * (CIRCUIT_TP_TIMEOUT_CLAIMED) of the due it read (+2000), and only then
+ * may R's raise land. The claim cleared slot 0's reservation mark first,
+ * so the raise fails: S counts the timeout as of +2000 and is refused
+ * {OPEN, 800} (the reopen runs to +3000). Planted twin CLAIM_UNFROZEN (a
+ * fresh review's repro): the raise lands after the claim, S counts the
+ * timeout as of +2600, in its future, and is refused {OPEN, 1400} with
+ * open_for 1000.
  */
 
 enum { RAISED_W = 1, RAISED_R, RAISED_S }; /* the roles of the three allows */
-static const circuit_test_point raised_stop[] = {
+static circuit_test_point raised_stop[] = {
     [RAISED_W] = CIRCUIT_TP_HALFOPEN_BEFORE_CAS,  /* W: before its half-open CAS */
     [RAISED_R] = CIRCUIT_TP_RESERVE_BEFORE_RAISE, /* R: before the CAS raising the due */
-    [RAISED_S] = CIRCUIT_TP_TIMEOUT_IDLE_READ,    /* S: in its timeout scan */
+    [RAISED_S] = CIRCUIT_TP_TIMEOUT_IDLE_READ,    /* S: in its timeout scan (or just
+                                                   * after its claim: raised_due_claimed) */
 };
 #define RAISED_T0 1000000000LL
 #define OPEN_FOR_NS 1000
@@ -353,10 +365,9 @@ static void *raised_run(void *p)
     return NULL;
 }
 
-static int raised_due_main(int argc, char **argv)
+static int raised_due_run(bool claimed)
 {
-    (void)argc;
-    (void)argv;
+    raised_stop[RAISED_S] = claimed ? CIRCUIT_TP_TIMEOUT_CLAIMED : CIRCUIT_TP_TIMEOUT_IDLE_READ;
     circuit_test_clock_set(RAISED_T0);
     circuit_spec s = {0};
     s.config = (circuit_config){2, 1, OPEN_FOR_NS, PROBE_TIMEOUT_NS};
@@ -392,6 +403,26 @@ static int raised_due_main(int argc, char **argv)
     pthread_join(tr, NULL); /* the raise has landed: due +2600 */
     race_go(RAISED_S);
     pthread_join(ts, NULL);
+    if (claimed) {
+        circuit_stats cs;
+        circuit_get_stats(raised_b, &cs);
+        RACE_CHECK(!sc.ok && sc.rej.state == CIRCUIT_OPEN && sc.rej.retry_after_ns == 800,
+                   "S at +2200, having claimed the timeout due at +2000: refused {OPEN, 800} "
+                   "(the timeout as of +2000, P1, TM2); got %s {%s, %lld}, timed_out %llu",
+                   sc.ok ? "admitted" : "refused", circuit_state_name(sc.rej.state),
+                   (long long)sc.rej.retry_after_ns, (unsigned long long)cs.timed_out);
+        RACE_CHECK(cs.timed_out == 1 && cs.retry_after_ns == 800,
+                   "stats at +2200: timed_out 1, retry_after 800: %llu, %lld",
+                   (unsigned long long)cs.timed_out, (long long)cs.retry_after_ns);
+        race_park_remove();
+        if (sc.ok)
+            circuit_release(&sc.t);
+        circuit_release(&w.t);
+        if (r.ok)
+            circuit_release(&r.t);
+        circuit_free(raised_b);
+        return race_failures() ? 1 : 0;
+    }
     RACE_CHECK(!sc.ok && sc.rej.state == CIRCUIT_HALF_OPEN,
                "S at +2200: refused {HALF_OPEN}, W's probe is not due before +2600 (TM2)");
     race_park_remove();
@@ -413,6 +444,20 @@ static int raised_due_main(int argc, char **argv)
         circuit_release(&r.t);
     circuit_free(raised_b);
     return race_failures() ? 1 : 0;
+}
+
+static int raised_due_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return raised_due_run(false);
+}
+
+static int raised_due_claimed_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return raised_due_run(true);
 }
 
 /* ==== halfopen_tags: the tags of older half-open states (T6, C1, P1, S4) ==== */
@@ -681,6 +726,7 @@ static int tags_main(int argc, char **argv)
 static const race_case cases[] = {
     {"timeouts", timeouts_main, "[rounds [seed]]"},
     {"raised_due", raised_due_main, ""},
+    {"raised_due_claimed", raised_due_claimed_main, ""},
     {"halfopen_tags", tags_main, ""},
 };
 

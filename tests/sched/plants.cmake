@@ -37,12 +37,17 @@ set(CIRCUIT_SCHED_PLANTS
 # and a CAS that wins, the window finding F2 leaves to the oracle;
 # STATS_MOVED_RING is not shown to be a defect by any test; SCAN_FIXED_DUE
 # needs three preemptions (DFS is bounded at 2; race.probes.P1_TM2_raised_due
-# catches it with park points); STATE_READ_STALE's stale answer is one the
+# catches it with park points); CLAIM_UNFROZEN needs a raise stopped across
+# a transition and a claim (three preemptions too; race.probes.P1_TM2_raised_
+# due_after_the_claim catches it); HINT_AFTER_ONLY delays a dead slow
+# admitter's timeout, never past the run's clock + probe_timeout where the
+# finale looks (unit_sh_shared's SH2_P1_killed_after_a_slow_take_past_a_
+# raised_hint catches it); STATE_READ_STALE's stale answer is one the
 # default oracle accepts (a call may act at any clock value of its run;
 # --monotone-time would reject it, and F2 with it); ACQ_RESTART is
 # an ordering bug, and threads running one at a time see sequentially
 # consistent executions only (the aarch64 ordering check covers it).
 set(CIRCUIT_SCHED_PLANTS_NOT_CAUGHT
   RESET_INTENT_EALREADY INTENT_STALE_MAKER OPERATOR_STALE_CLOCK STATS_MOVED_RING SCAN_FIXED_DUE
-  STATE_READ_STALE ACQ_RESTART HINT_AFTER_ONLY
+  STATE_READ_STALE ACQ_RESTART HINT_AFTER_ONLY CLAIM_UNFROZEN
 )
