@@ -403,19 +403,30 @@ static void take_and_die(circuit_breaker *b, volatile int64_t *n)
     _exit(4);
 }
 
-static void killed_taking_a_slot(bool hint_raised)
+/* A shared breaker whose probe policy keeps probing, with `probes` slots,
+ * tripped and past its open period; the region in *m, *len. */
+static circuit_breaker *stay_breaker_due(seen *s, circuit_spec *sp, int probes, void **m,
+                                         size_t *len)
 {
     circuit_test_clock_set(T0);
-    seen s = {0};
-    circuit_spec sp = spec_of(&s, 4, 1);
-    sp.policy.probe = probe_stay;
-    size_t len;
-    void *m = region(&sp.config, &len);
-    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
+    *sp = spec_of(s, 4, probes);
+    sp->policy.probe = probe_stay;
+    *m = region(&sp->config, len);
+    cr_assert_eq(circuit_shared_init(*m, *len, sp, NULL, 0), 0);
     circuit_breaker *b;
-    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
+    cr_assert_eq(circuit_shared_attach(&b, *m, *len, sp, NULL, 0), 0);
     cr_assert(call(b, NULL, CIRCUIT_FAILURE)); /* open */
     circuit_test_clock_advance(SH_OPEN);
+    return b;
+}
+
+static void killed_taking_a_slot(bool hint_raised)
+{
+    seen s = {0};
+    circuit_spec sp;
+    size_t len;
+    void *m;
+    circuit_breaker *b = stay_breaker_due(&s, &sp, 1, &m, &len);
     circuit_ticket p = CIRCUIT_TICKET_INIT;
     circuit_rejection rej;
     cr_assert(circuit_allow(b, NULL, &p, &rej), "the first probe (half-open)");
@@ -471,19 +482,13 @@ static void stall_then_kill(circuit_test_point p, void *arg)
 
 Test(sh, SH2_P1_killed_after_a_slow_take_past_a_raised_hint)
 {
-    circuit_test_clock_set(T0);
     seen s = {0};
-    circuit_spec sp = spec_of(&s, 4, 2);
-    sp.policy.probe = probe_stay;
+    circuit_spec sp;
     size_t len;
-    void *m = region(&sp.config, &len);
+    void *m;
+    circuit_breaker *b = stay_breaker_due(&s, &sp, 2, &m, &len);
     stall_flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert(stall_flag != MAP_FAILED);
-    cr_assert_eq(circuit_shared_init(m, len, &sp, NULL, 0), 0);
-    circuit_breaker *b;
-    cr_assert_eq(circuit_shared_attach(&b, m, len, &sp, NULL, 0), 0);
-    cr_assert(call(b, NULL, CIRCUIT_FAILURE)); /* open */
-    circuit_test_clock_advance(SH_OPEN);
     cr_assert(call(b, NULL, CIRCUIT_SUCCESS)); /* half-open, both slots free */
     const int64_t stall = 20 * (int64_t)SH_PROBE;
     pid_t c = fork();
