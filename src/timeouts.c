@@ -93,7 +93,7 @@ static void claim_finish(circuit_breaker *b, circuit__u128 w, void *call_ctx)
     uint64_t tag = slot_tag(claim.gen, claim.reuse), taken = tag | SLOT_TAKEN;
 #if defined(CIRCUIT_PLANT_TIMEOUT_FREE_THEN_COUNT)
     /* PLANTED BUG (tests/sched/PLANTS.md): the
-     * scan frees the due probe's slot (record and bit) and counts the
+     * scan frees the due probe's slot (its record) and counts the
      * timeout after, dropped if the generation moved in between (P1) */
     circuit__u128 sv = circuit__ld128_acq(s); /* acquire: table slots */
     circuit__u128 freed = {tag & ~SLOT_BUSY, sv.hi};
