@@ -66,8 +66,7 @@
  * each, so a process killed at any instruction holds no slot past its
  * timeout; one killed before the timeout scan was told of its probe's due
  * time is found by a later scan, since no scan sets the scan's hint more
- * than probe_timeout past its own clock (SH2; finding F5, fixed in
- * layout 3). One killed inside a probe's circuit_done, after its result
+ * than probe_timeout past its own clock (SH2). One killed inside a probe's circuit_done, after its result
  * was counted and before its slot was freed, leaves that slot to time out
  * at its due time: that probe counts as a result and as a timeout
  * (finding F4, open).

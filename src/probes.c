@@ -9,7 +9,7 @@
  *     its record is busy with g's tag (a record of an older generation
  *     reads as free). One CAS takes a slot, with its due time, and one CAS
  *     frees it, so a process killed between any two steps leaves no slot
- *     that never times out (SH2; finding F5);
+ *     that never times out (SH2);
  *   - a ticket names its slot by (index, generation, reuse): a stale ticket
  *     never frees a newer probe's slot, and whoever wins the CAS that makes a
  *     record not-busy frees the slot exactly once (T5, T6);

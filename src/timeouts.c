@@ -212,8 +212,9 @@ static int64_t timeout_one(circuit_breaker *b, uint32_t gen, const due_slot *e, 
              * Clear the mark first, by a CAS from the value whose due was
              * checked above: that raise can no longer land, so the timeout
              * claimed below is counted as of this due, in this call's past,
-             * never as of a later one (a fresh review: retry_after 1400
-             * with open_for 1000). Lost: read the claim and the slot again. */
+             * never as of a later one (which would start the reopened
+             * period in the future). Lost: read the claim and the slot
+             * again. */
             circuit__u128 fz = {sv.lo, sv.hi & ~SLOT_RESERVED};
             if (!circuit__cas128_sc(&b->slots[e->slot], &sv, fz)) { /* sc: table slots */
                 w = circuit__ld128_acq(&b->s->probe_claim); /* acquire: table probe_claim */
@@ -326,7 +327,7 @@ static bool scan_timeouts(circuit_breaker *b, uint32_t gen, bool no_probe0, int6
 #if !defined(CIRCUIT_PLANT_HINT_UNCAPPED)
         /* ...and never past now + probe_timeout: a probe admitted after our
          * read of its record, whose admitter died before its hint_note,
-         * is then found by the scan this hint brings (SH2; finding F5) */
+         * is then found by the scan this hint brings (SH2) */
         int64_t cap = circuit__sat_add(now, b->cfg.probe_timeout_ns);
         if (rest > cap)
             rest = cap;
