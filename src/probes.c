@@ -41,6 +41,13 @@
 
 static void hint_lower(circuit_breaker *b, int64_t due);
 
+/* Makes the hint no later than `due`: a write only when it is later. */
+static void hint_cover(circuit_breaker *b, int64_t due)
+{
+    if ((int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) > due) /* acquire: table probe_hint */
+        hint_lower(b, due);
+}
+
 /* Before the CAS that makes open -> half-open (generation `gen`), whoever
  * tries it makes sure that probe slot 0 is reserved for the new generation:
  * its record busy with gen's tag and a due time (marked SLOT_RESERVED), and
@@ -109,7 +116,8 @@ bool circuit__slot0_reserve(circuit_breaker *b, uint32_t gen, uint64_t open_lo, 
         if (circuit__ld128_lo_acq(&b->s->core) != open_lo)
             return false;
         int64_t due = circuit__sat_add(now, b->cfg.probe_timeout_ns);
-        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due | SLOT_RESERVED};
+        circuit__u128 nw = slot_record(gen, cur, due);
+        nw.hi |= SLOT_RESERVED;
         hint_lower(b, due);
         /* sc: table slots */
         if (circuit__cas128_sc(s, &cur, nw)) {
@@ -237,10 +245,10 @@ static void hint_note(circuit_breaker *b, int64_t due)
     /* Dekker pair with scan_timeouts: (our slot record store, our load of
      * probe_scans) vs (its probe_scans increment, its slot record loads) */
     circuit__fence_sc();
-    if (circuit__ld_acq(&b->s->probe_scans) == 0 &&
-        (int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) <= due)
-        return;
-    hint_lower(b, due);
+    if (circuit__ld_acq(&b->s->probe_scans) != 0)
+        hint_lower(b, due); /* a scan is running: bump the version */
+    else
+        hint_cover(b, due);
 }
 
 /* Takes a free probe slot of generation `gen` for a probe due at `due`:
@@ -285,7 +293,7 @@ static circuit__admit slot_take(circuit_breaker *b, uint32_t gen, int64_t due, u
                  * (older; or newer, and then the check says we are stale) */
                 if (core_gen(b) != gen)
                     return CIRCUIT__STALE;
-                circuit__u128 rec = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+                circuit__u128 rec = slot_record(gen, cur, due);
 #if defined(CIRCUIT_PLANT_TAKE_TWO_STEPS)
                 /* PLANTED BUG (tests/sched/PLANTS.md): the slot is taken
                  * with no due time and given one by a second CAS: a process
@@ -343,7 +351,7 @@ static bool slot0_adopt(circuit_breaker *b, uint32_t gen, int64_t due, uint32_t 
         if (circuit__gen(lo) != gen || circuit__code(lo) != CIRCUIT__ST_HALF_OPEN ||
             !(lo & CIRCUIT__LO_NO_PROBE0))
             return false; /* an allow's probe, or the state moved on */
-        circuit__u128 nw = {slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+        circuit__u128 nw = slot_record(gen, cur, due);
         /* sc: table slots; lost: another admission took it, or the record
          * is read again */
         if (circuit__cas128_sc(s, &cur, nw)) {
@@ -375,8 +383,7 @@ circuit__admit circuit__probe_admit(circuit_breaker *b, uint32_t gen, int64_t no
      * scan's cap (that scan's clock + probe_timeout). Not a write when the
      * hint covers the due already, the usual case; hint_note below is the
      * Dekker side for a scan running concurrently. */
-    if ((int64_t)circuit__ld128_lo_acq(&b->s->probe_hint) > due) /* acquire: table probe_hint */
-        hint_lower(b, due);
+    hint_cover(b, due);
 #else
     /* PLANTED BUG (tests/sched/PLANTS.md): only hint_note, after the take */
 #endif

@@ -25,6 +25,14 @@ static inline uint64_t slot_tag(uint32_t gen, uint32_t reuse)
 static inline uint32_t slot_gen(uint64_t tag) { return (uint32_t)((tag >> 33) & CIRCUIT__GEN_MASK); }
 static inline uint32_t slot_reuse(uint64_t tag) { return (uint32_t)(tag >> 1); }
 
+/* The record that takes a slot in generation gen for a probe due at `due`,
+ * from the record `cur` it replaces (its reuse count plus one: a held
+ * record never takes the same value twice). */
+static inline circuit__u128 slot_record(uint32_t gen, circuit__u128 cur, int64_t due)
+{
+    return (circuit__u128){slot_tag(gen, slot_reuse(cur.lo) + 1), (uint64_t)due};
+}
+
 /* Record r holds its slot in generation gen: busy with gen's tag (a probe,
  * a timeout's claim of one, or slot 0's reservation). */
 static inline bool tag_held(uint64_t tag, uint32_t gen)
